@@ -1,0 +1,112 @@
+"""Provable deletion for LangGraph threads.
+
+Quick start (SQLite, the embedded default)::
+
+    from erasure_receipts import AttestingSqliteSaver, Signer
+
+    signer = Signer.generate()
+    with AttestingSqliteSaver.from_conn_string("app.db", signer=signer) as saver:
+        graph = builder.compile(checkpointer=saver)
+        ...
+        receipt = saver.erase_thread("thread-42")   # measure, delete, verify, sign
+        receipt.save("thread-42.receipt.json")
+
+Auditors verify with ``receipt verify thread-42.receipt.json --key signer.pub.pem`` or
+:func:`verify_receipt`. The verify side is importable without LangGraph: names are
+loaded lazily so ``import erasure_receipts.verify`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
+    from .errors import (
+        ErasureError,
+        ErasureIncompleteError,
+        Error,
+        InputError,
+        KeyFormatError,
+        MalformedReceiptError,
+        ReceiptSemanticsError,
+        SignatureError,
+        ThreadErasedError,
+        UntrustedKeyError,
+        VerificationError,
+    )
+    from .receipt import Receipt
+    from .savers import AsyncAttestingSqliteSaver, AttestingSqliteSaver
+    from .signing import PublicKey, Signer
+    from .verify import TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
+
+_LAZY = {
+    "MerkleTree": "digest",
+    "encode_row": "digest",
+    "inclusion_proof": "digest",
+    "verify_inclusion": "digest",
+    "Error": "errors",
+    "ErasureError": "errors",
+    "ErasureIncompleteError": "errors",
+    "InputError": "errors",
+    "KeyFormatError": "errors",
+    "MalformedReceiptError": "errors",
+    "ReceiptSemanticsError": "errors",
+    "SignatureError": "errors",
+    "ThreadErasedError": "errors",
+    "UntrustedKeyError": "errors",
+    "VerificationError": "errors",
+    "Receipt": "receipt",
+    "AttestingSqliteSaver": "savers",
+    "AsyncAttestingSqliteSaver": "savers",
+    "PublicKey": "signing",
+    "Signer": "signing",
+    "TrustStore": "verify",
+    "TrustedKey": "verify",
+    "VerifiedReceipt": "verify",
+    "verify_receipt": "verify",
+}
+
+__all__ = [
+    "AsyncAttestingSqliteSaver",
+    "AttestingSqliteSaver",
+    "ErasureError",
+    "ErasureIncompleteError",
+    "Error",
+    "InputError",
+    "KeyFormatError",
+    "MalformedReceiptError",
+    "MerkleTree",
+    "PublicKey",
+    "Receipt",
+    "ReceiptSemanticsError",
+    "SignatureError",
+    "Signer",
+    "ThreadErasedError",
+    "TrustStore",
+    "TrustedKey",
+    "UntrustedKeyError",
+    "VerificationError",
+    "VerifiedReceipt",
+    "__version__",
+    "encode_row",
+    "inclusion_proof",
+    "verify_inclusion",
+    "verify_receipt",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'erasure_receipts' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,505 @@
+"""The erasure receipt: an in-toto Statement v1 signed over DSSE, kept as readable JSON.
+
+No I/O beyond ``Receipt.save`` and nothing from LangGraph: this module is shared by the
+erasure engine (which builds receipts) and the verifier (which reads them).
+See ``RECEIPT_SPEC.md`` for the normative description and ``schemas/`` for the schema.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .canonical import MAX_SAFE_INTEGER, canonicalize, canonicalize_ascii_keys, parse_strict
+from .errors import MalformedReceiptError
+from .signing import PublicKey, Signer, key_id, pae
+
+__all__ = [
+    "DSSE_PAYLOAD_TYPE",
+    "PREDICATE_TYPE",
+    "RECEIPT_MEDIA_TYPE",
+    "REQUIRED_OUT_OF_SCOPE",
+    "STATEMENT_TYPE",
+    "Receipt",
+    "Signature",
+    "build_statement",
+    "validate_statement",
+]
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://langgraph-erasure-receipts.dev/erasure/v1"
+DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+RECEIPT_MEDIA_TYPE = "application/vnd.langgraph-erasure-receipt.v1+json"
+EMPTY_ROOT_HEX = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+OUT_OF_SCOPE: tuple[tuple[str, str], ...] = (
+    ("backups", "Backups and snapshots taken before the erasure still hold the data."),
+    ("replicas", "Replicas and copies of the database file are not touched."),
+    (
+        "point_in_time_recovery",
+        "WAL archives, PITR logs and journals outside this database connection "
+        "(e.g. another engine's WAL archive) can restore the data.",
+    ),
+    (
+        "storage_media",
+        "Filesystem, OS page cache and SSD wear-levelling may keep old blocks; "
+        "this receipt is not a claim of media-level unrecoverability.",
+    ),
+    (
+        "other_copies",
+        "Copies held by other processes, caches, logs, exports, or other thread ids "
+        "(e.g. made with copy_thread) are outside the named scope.",
+    ),
+)
+REQUIRED_OUT_OF_SCOPE = frozenset(
+    ("backups", "replicas", "point_in_time_recovery", "storage_media")
+)
+
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z\Z")
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
+_B64 = re.compile(r"[A-Za-z0-9+/]+={0,2}\Z")
+_STATUSES = frozenset(("erased",))
+_CHECK_RESULTS = frozenset(("pass", "fail"))
+_RESIDUE_STATUSES = frozenset(("applied", "partial", "failed", "skipped", "not_applicable"))
+MAX_THREAD_ID = 4096
+MAX_LIST = 1000
+
+
+# -- validation -----------------------------------------------------------------------
+# A hand-written mirror of schemas/receipt.schema.json: the schema documents the format
+# and is tested against every receipt; this code enforces it on the verify path without
+# importing a JSON-Schema engine (which would dominate cold-start time).
+
+
+def _fail(path: str, what: str) -> MalformedReceiptError:
+    return MalformedReceiptError(f"{path}: {what}", reason="schema")
+
+
+def _obj(
+    v: Any, path: str, required: frozenset[str], optional: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise _fail(path, "must be an object")
+    keys = v.keys()
+    if not required <= keys:
+        missing = sorted(required - keys)
+        raise _fail(path, f"missing {', '.join(missing)}")
+    if len(keys) > len(required) and not keys <= required | optional:
+        extra = sorted(keys - required - optional)
+        raise _fail(path, f"unknown member {extra[0]!r}")
+    return v
+
+
+def _str(v: Any, path: str, pattern: re.Pattern[str] | None = None, max_len: int = 1024) -> str:
+    if type(v) is not str:
+        raise _fail(path, "must be a string")
+    if not v or len(v) > max_len:
+        raise _fail(path, f"length must be 1..{max_len}")
+    if pattern is not None and not pattern.match(v):
+        raise _fail(path, "has the wrong format")
+    return v
+
+
+def _int(v: Any, path: str) -> int:
+    if type(v) is not int:
+        raise _fail(path, "must be an integer")
+    if not 0 <= v <= MAX_SAFE_INTEGER:
+        raise MalformedReceiptError(f"{path}: integer out of range", reason="integer_range")
+    return v
+
+
+def _list(v: Any, path: str, min_items: int = 0) -> list[Any]:
+    if type(v) is not list:
+        raise _fail(path, "must be an array")
+    if not min_items <= len(v) <= MAX_LIST:
+        raise _fail(path, f"must have {min_items}..{MAX_LIST} items")
+    return v
+
+
+def _digest(v: Any, path: str) -> str:
+    d = _obj(v, path, frozenset(("sha256",)))
+    return _str(d["sha256"], f"{path}.sha256", _HEX64)
+
+
+def _name_map(v: Any, path: str) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise _fail(path, "must be an object")
+    if len(v) > MAX_LIST:
+        raise _fail(path, "has too many members")
+    for k in v:
+        if not _NAME.match(k):
+            raise _fail(path, f"member name {k!r} has the wrong format")
+    return v
+
+
+_K_STATEMENT = frozenset(("_type", "subject", "predicateType", "predicate"))
+_K_SUBJECT = frozenset(("name", "digest"))
+_K_PREDICATE = frozenset(
+    (
+        "receipt_id", "issued_at", "status", "scope", "backend", "merkle", "pre_state",
+        "post_state", "methods", "checks", "residue", "out_of_scope", "generator",
+    )
+)  # fmt: skip
+_K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
+_K_BACKEND = frozenset(("kind", "saver", "store", "database", "versions"))
+_K_MERKLE = frozenset(("algorithm", "leaf_encoding"))
+_K_PRE = frozenset(("digest", "leaves", "tables"))
+_K_TABLE_PRE = frozenset(("rows", "bytes"))
+_K_CHECK = frozenset(("name", "result"))
+_K_CHECK_OPT = frozenset(("detail",))
+_K_RESIDUE = frozenset(("action", "status", "detail"))
+_K_OOS = frozenset(("id", "note"))
+_K_GEN = frozenset(("name", "version"))
+
+
+def _state(v: Any, path: str) -> dict[str, Any]:
+    s = _obj(v, path, _K_PRE)
+    _digest(s["digest"], f"{path}.digest")
+    _int(s["leaves"], f"{path}.leaves")
+    for name, t in _name_map(s["tables"], f"{path}.tables").items():
+        tp = f"{path}.tables.{name}"
+        t = _obj(t, tp, _K_TABLE_PRE)
+        _int(t["rows"], f"{tp}.rows")
+        _int(t["bytes"], f"{tp}.bytes")
+    return s
+
+
+def validate_statement(st: Any) -> dict[str, Any]:
+    """Check the statement's structure (the schema); raises ``MalformedReceiptError``."""
+    if type(st) is not dict:
+        raise _fail("statement", "must be an object")
+    if st.get("_type") != STATEMENT_TYPE:
+        raise MalformedReceiptError(
+            f"unknown statement _type {st.get('_type')!r}", reason="unknown_type"
+        )
+    if st.get("predicateType") != PREDICATE_TYPE:
+        raise MalformedReceiptError(
+            f"unknown predicateType {st.get('predicateType')!r}", reason="unknown_predicate"
+        )
+    _obj(st, "statement", _K_STATEMENT)
+    subjects = _list(st["subject"], "subject", 1)
+    if len(subjects) != 1:
+        raise _fail("subject", "must name exactly one erased scope")
+    sub = _obj(subjects[0], "subject[0]", _K_SUBJECT)
+    _str(sub["name"], "subject[0].name", max_len=MAX_THREAD_ID + 64)
+    _digest(sub["digest"], "subject[0].digest")
+
+    p = _obj(st["predicate"], "predicate", _K_PREDICATE)
+    _str(p["receipt_id"], "predicate.receipt_id", _UUID)
+    _str(p["issued_at"], "predicate.issued_at", _TIME)
+    if p["status"] not in _STATUSES:
+        raise _fail("predicate.status", f"unknown status {p['status']!r}")
+
+    sc = _obj(p["scope"], "predicate.scope", _K_SCOPE)
+    _str(sc["thread_id"], "predicate.scope.thread_id", max_len=MAX_THREAD_ID)
+    if sc["checkpoint_namespaces"] != "all":
+        raise _fail("predicate.scope.checkpoint_namespaces", 'must be "all"')
+    for i, ns in enumerate(_list(sc["store_namespaces"], "predicate.scope.store_namespaces")):
+        for j, part in enumerate(_list(ns, f"predicate.scope.store_namespaces[{i}]", 1)):
+            _str(part, f"predicate.scope.store_namespaces[{i}][{j}]")
+    if type(sc["tombstone"]) is not bool:
+        raise _fail("predicate.scope.tombstone", "must be a boolean")
+
+    be = _obj(p["backend"], "predicate.backend", _K_BACKEND)
+    _str(be["kind"], "predicate.backend.kind", _NAME)
+    _str(be["saver"], "predicate.backend.saver", _NAME)
+    if be["store"] is not None:
+        _str(be["store"], "predicate.backend.store", _NAME)
+    _str(be["database"], "predicate.backend.database", max_len=4096)
+    for k, ver in _name_map(be["versions"], "predicate.backend.versions").items():
+        _str(ver, f"predicate.backend.versions.{k}", max_len=64)
+
+    mk = _obj(p["merkle"], "predicate.merkle", _K_MERKLE)
+    if mk["algorithm"] != "rfc9162-sha256":
+        raise _fail("predicate.merkle.algorithm", "unknown algorithm")
+    if mk["leaf_encoding"] != "erasure-receipts-row-v1":
+        raise _fail("predicate.merkle.leaf_encoding", "unknown leaf encoding")
+
+    _state(p["pre_state"], "predicate.pre_state")
+    _state(p["post_state"], "predicate.post_state")
+    for k, m in _name_map(p["methods"], "predicate.methods").items():
+        _str(m, f"predicate.methods.{k}", _NAME)
+
+    for i, c in enumerate(_list(p["checks"], "predicate.checks", 1)):
+        c = _obj(c, f"predicate.checks[{i}]", _K_CHECK, _K_CHECK_OPT)
+        _str(c["name"], f"predicate.checks[{i}].name", _NAME)
+        if c["result"] not in _CHECK_RESULTS:
+            raise _fail(f"predicate.checks[{i}].result", "must be pass or fail")
+        if "detail" in c:
+            _str(c["detail"], f"predicate.checks[{i}].detail", max_len=4096)
+
+    for i, r in enumerate(_list(p["residue"], "predicate.residue")):
+        r = _obj(r, f"predicate.residue[{i}]", _K_RESIDUE)
+        _str(r["action"], f"predicate.residue[{i}].action", _NAME)
+        if r["status"] not in _RESIDUE_STATUSES:
+            raise _fail(f"predicate.residue[{i}].status", "unknown residue status")
+        for k, val in _name_map(r["detail"], f"predicate.residue[{i}].detail").items():
+            vp = f"predicate.residue[{i}].detail.{k}"
+            if type(val) is int:
+                _int(val, vp)
+            elif val is not None and type(val) is not bool:
+                _str(val, vp, max_len=4096)
+
+    for i, o in enumerate(_list(p["out_of_scope"], "predicate.out_of_scope", 1)):
+        o = _obj(o, f"predicate.out_of_scope[{i}]", _K_OOS)
+        _str(o["id"], f"predicate.out_of_scope[{i}].id", _NAME)
+        _str(o["note"], f"predicate.out_of_scope[{i}].note", max_len=4096)
+
+    g = _obj(p["generator"], "predicate.generator", _K_GEN)
+    _str(g["name"], "predicate.generator.name", _NAME)
+    _str(g["version"], "predicate.generator.version", max_len=64)
+    return st
+
+
+# -- the receipt ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    keyid: str
+    sig: bytes
+
+    def to_json(self) -> dict[str, str]:
+        return {"keyid": self.keyid, "sig": base64.b64encode(self.sig).decode("ascii")}
+
+
+_K_FILE = frozenset(("media_type", "statement", "signatures"))
+_K_FILE_OPT = frozenset(("public_key",))
+_K_SIG = frozenset(("keyid", "sig"))
+_K_PUB = frozenset(("keyid", "ed25519"))
+_K_DSSE = frozenset(("payloadType", "payload", "signatures"))
+
+
+def _b64(v: Any, path: str, max_len: int = 4096) -> bytes:
+    s = _str(v, path, _B64, max_len)
+    try:
+        return base64.b64decode(s, validate=True)
+    except binascii.Error:
+        raise _fail(path, "is not valid base64") from None
+
+
+def _signatures(v: Any) -> tuple[Signature, ...]:
+    out = []
+    for i, s in enumerate(_list(v, "signatures", 1)):
+        s = _obj(s, f"signatures[{i}]", _K_SIG)
+        out.append(
+            Signature(
+                _str(s["keyid"], f"signatures[{i}].keyid", _HEX64),
+                _b64(s["sig"], f"signatures[{i}].sig", 128),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A signed erasure statement plus its signatures and (optionally) the public key.
+
+    ``payload`` is the RFC 8785 form of ``statement``: the bytes that DSSE wraps and the
+    signatures cover (through the DSSE pre-authentication encoding).
+    """
+
+    statement: dict[str, Any]
+    signatures: tuple[Signature, ...]
+    public_key: PublicKey | None = None
+    payload: bytes = field(default=b"", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.payload:
+            object.__setattr__(self, "payload", canonicalize(self.statement))
+
+    # convenience accessors for the fields people look at first
+    @property
+    def predicate(self) -> dict[str, Any]:
+        p: dict[str, Any] = self.statement["predicate"]
+        return p
+
+    @property
+    def receipt_id(self) -> str:
+        return str(self.predicate["receipt_id"])
+
+    @property
+    def thread_id(self) -> str:
+        return str(self.predicate["scope"]["thread_id"])
+
+    @property
+    def status(self) -> str:
+        return str(self.predicate["status"])
+
+    @property
+    def pre_digest(self) -> str:
+        return str(self.predicate["pre_state"]["digest"]["sha256"])
+
+    def signed_bytes(self) -> bytes:
+        return pae(DSSE_PAYLOAD_TYPE, self.payload)
+
+    @classmethod
+    def sign(
+        cls, statement: Mapping[str, Any], signer: Signer, *, embed_key: bool = True
+    ) -> Receipt:
+        st = validate_statement(json.loads(json.dumps(statement)))
+        payload = canonicalize(st)
+        sig = Signature(signer.key_id, signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))
+        return cls(st, (sig,), signer.public_key if embed_key else None, payload)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "media_type": RECEIPT_MEDIA_TYPE,
+            "statement": self.statement,
+            "signatures": [s.to_json() for s in self.signatures],
+        }
+        if self.public_key is not None:
+            doc["public_key"] = {"keyid": self.public_key.key_id, "ed25519": self.public_key.b64()}
+        return doc
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    def to_dsse(self) -> dict[str, Any]:
+        """The standard DSSE envelope: same payload bytes, same signatures."""
+        return {
+            "payloadType": DSSE_PAYLOAD_TYPE,
+            "payload": base64.b64encode(self.payload).decode("ascii"),
+            "signatures": [s.to_json() for s in self.signatures],
+        }
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Receipt:
+        """Strictly parse a receipt file or a DSSE envelope (signatures not checked)."""
+        return cls.from_obj(parse_strict(data))
+
+    @classmethod
+    def from_obj(cls, doc: Any) -> Receipt:
+        if type(doc) is not dict:
+            raise _fail("document", "must be an object")
+        if "payloadType" in doc:
+            return cls._from_dsse(doc)
+        if doc.get("media_type") != RECEIPT_MEDIA_TYPE:
+            raise MalformedReceiptError(
+                f"unknown media_type {doc.get('media_type')!r}", reason="unknown_version"
+            )
+        _obj(doc, "document", _K_FILE, _K_FILE_OPT)
+        st = validate_statement(doc["statement"])
+        pub = None
+        if "public_key" in doc:
+            pk = _obj(doc["public_key"], "public_key", _K_PUB)
+            kid = _str(pk["keyid"], "public_key.keyid", _HEX64)
+            raw = _b64(pk["ed25519"], "public_key.ed25519", 64)
+            if len(raw) != 32:
+                raise _fail("public_key.ed25519", "must be 32 bytes")
+            if key_id(raw) != kid:
+                raise MalformedReceiptError(
+                    "embedded public key does not match its keyid", reason="keyid_mismatch"
+                )
+            pub = PublicKey.from_raw(raw)
+        return cls(st, _signatures(doc["signatures"]), pub, canonicalize_ascii_keys(st))
+
+    @classmethod
+    def _from_dsse(cls, env: dict[str, Any]) -> Receipt:
+        _obj(env, "envelope", _K_DSSE)
+        if env["payloadType"] != DSSE_PAYLOAD_TYPE:
+            raise MalformedReceiptError(
+                f"unknown payloadType {env['payloadType']!r}", reason="unknown_type"
+            )
+        payload = _b64(env["payload"], "payload", 1 << 20)
+        st = validate_statement(parse_strict(payload))
+        if canonicalize_ascii_keys(st) != payload:
+            raise MalformedReceiptError(
+                "DSSE payload is not in RFC 8785 canonical form", reason="not_canonical"
+            )
+        return cls(st, _signatures(env["signatures"]), None, payload)
+
+    def save(self, path: str | os.PathLike[str], *, exist_ok: bool = False) -> Path:
+        """Write durably: temp file, fsync, atomic rename, fsync of the directory."""
+        return write_durably(Path(path), self.to_json(), exist_ok=exist_ok)
+
+
+def write_durably(path: Path, data: bytes, *, exist_ok: bool = False, mode: int = 0o644) -> Path:
+    if path.exists() and not exist_ok:
+        raise FileExistsError(f"{path} already exists")
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if exist_ok:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if someone created the file meanwhile
+            os.unlink(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return path
+
+
+def build_statement(
+    *,
+    receipt_id: str,
+    issued_at: str,
+    thread_id: str,
+    store_namespaces: Sequence[Sequence[str]],
+    tombstone: bool,
+    backend: Mapping[str, Any],
+    pre_digest: str,
+    pre_tables: Mapping[str, Mapping[str, int]],
+    post_digest: str,
+    post_tables: Mapping[str, Mapping[str, int]],
+    methods: Mapping[str, str],
+    checks: Sequence[Mapping[str, str]],
+    residue: Sequence[Mapping[str, Any]],
+    generator_version: str,
+) -> dict[str, Any]:
+    """Assemble an erasure statement; the engine calls this only after verification."""
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": f"langgraph-thread:{thread_id}", "digest": {"sha256": pre_digest}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "receipt_id": receipt_id,
+            "issued_at": issued_at,
+            "status": "erased",
+            "scope": {
+                "thread_id": thread_id,
+                "checkpoint_namespaces": "all",
+                "store_namespaces": [list(ns) for ns in store_namespaces],
+                "tombstone": tombstone,
+            },
+            "backend": dict(backend),
+            "merkle": {"algorithm": "rfc9162-sha256", "leaf_encoding": "erasure-receipts-row-v1"},
+            "pre_state": {
+                "digest": {"sha256": pre_digest},
+                "leaves": sum(t["rows"] for t in pre_tables.values()),
+                "tables": {k: dict(v) for k, v in pre_tables.items()},
+            },
+            "post_state": {
+                "digest": {"sha256": post_digest},
+                "leaves": sum(t["rows"] for t in post_tables.values()),
+                "tables": {k: dict(v) for k, v in post_tables.items()},
+            },
+            "methods": dict(methods),
+            "checks": [dict(c) for c in checks],
+            "residue": [dict(r) for r in residue],
+            "out_of_scope": [{"id": i, "note": n} for i, n in OUT_OF_SCOPE],
+            "generator": {"name": "langgraph-erasure-receipts", "version": generator_version},
+        },
+    }

@@ -1,0 +1,304 @@
+"""SQLite: enumerate, lock, delete and scrub one thread's rows on a sqlite3 connection.
+
+Everything here runs on one ``sqlite3.Connection`` (for the async saver, the raw
+connection inside aiosqlite's worker thread), so the sync and async savers share it.
+
+Tombstones live in the database (table ``erasure_tombstones``) and are enforced by
+``BEFORE INSERT`` triggers on ``checkpoints`` and ``writes``: a late write from any
+process or connection - even a plain ``SqliteSaver`` - is rejected, not just writes
+through this library.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..digest import encode_row
+from ..engine import LeafSink, Part, TableCount
+
+__all__ = [
+    "TOMBSTONE_MESSAGE",
+    "SqlTablePart",
+    "SqliteBackend",
+    "database_path",
+    "ensure_tombstones",
+    "is_tombstone_error",
+    "namespace_condition",
+]
+
+TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
+
+TOMBSTONE_DDL = f"""
+CREATE TABLE IF NOT EXISTS erasure_tombstones (
+    thread_id TEXT PRIMARY KEY,
+    receipt_id TEXT NOT NULL,
+    erased_at TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS erasure_tombstone_checkpoints BEFORE INSERT ON checkpoints
+WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
+BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
+CREATE TRIGGER IF NOT EXISTS erasure_tombstone_writes BEFORE INSERT ON writes
+WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
+BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
+"""
+
+
+def ensure_tombstones(conn: sqlite3.Connection) -> None:
+    """Create the tombstone table and triggers (idempotent); also turn on secure_delete.
+
+    secure_delete is connection-scoped: enabling it for the saver's whole life means
+    every overwrite of a row (``INSERT OR REPLACE``) is zeroed too, not only erasures.
+    """
+    conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+
+
+def is_tombstone_error(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.IntegrityError) and TOMBSTONE_MESSAGE in str(exc)
+
+
+def database_path(conn: sqlite3.Connection) -> str:
+    """Absolute path of the ``main`` database, or ":memory:"."""
+    for _, name, path in conn.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return str(path) if path else ":memory:"
+    return ":memory:"  # pragma: no cover - every connection has main
+
+
+def _glob_escape(text: str) -> str:
+    return text.replace("[", "[[]").replace("*", "[*]").replace("?", "[?]")
+
+
+def namespace_condition(namespaces: Sequence[Sequence[str]]) -> tuple[str, list[str]]:
+    """SQL matching store rows under any of the namespace prefixes.
+
+    Same semantics as ``SqliteStore.search``: the namespace itself or anything below it
+    (a "." separator must follow), case-sensitive (GLOB, not LIKE).
+    """
+    conds, params = [], []
+    for ns in namespaces:
+        if not ns:
+            raise ValueError("an empty store namespace would match every item in the store")
+        text = ".".join(ns)
+        conds.append("(prefix = ? OR prefix GLOB ?)")
+        params += [text, _glob_escape(text) + ".*"]
+    return "(" + " OR ".join(conds) + ")", params
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _size(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    return 8
+
+
+@dataclass
+class SqlTablePart:
+    """One table's rows of the scope, streamed in primary-key order from raw storage."""
+
+    conn: sqlite3.Connection
+    table: str
+    group: str
+    where: str
+    params: Sequence[Any]
+    method: str = "atomic-transaction"
+    irreversible_deleted: int = 0
+    namespaces_seen: set[str] = field(default_factory=set)
+    _columns: list[str] | None = None
+    _pk: list[str] | None = None
+
+    def _describe(self) -> tuple[list[str], list[str]] | None:
+        if self._columns is None:
+            info = self.conn.execute(f'PRAGMA table_info("{self.table}")').fetchall()
+            if not info:
+                return None  # the table does not exist (e.g. store without vectors)
+            self._columns = [r[1] for r in info]
+            self._pk = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+        assert self._pk is not None
+        return self._columns, self._pk
+
+    def _rows(self) -> Iterator[tuple[Any, ...]]:
+        desc = self._describe()
+        if desc is None:
+            return
+        cols, pk = desc
+        select = ", ".join(_quote(c) for c in cols)
+        order = ", ".join(_quote(c) for c in pk)
+        sql = f"SELECT {select} FROM {_quote(self.table)} WHERE {self.where} ORDER BY {order}"
+        yield from self.conn.execute(sql, list(self.params))
+
+    def measure(self, sink: LeafSink) -> TableCount:
+        desc = self._describe()
+        count = TableCount()
+        if desc is None:
+            return count
+        cols, pk = desc
+        pk_idx = [cols.index(c) for c in pk]
+        ns_idx = cols.index("checkpoint_ns") if "checkpoint_ns" in cols else None
+        for row in self._rows():
+            sink(
+                encode_row(self.table, [row[i] for i in pk_idx], list(zip(cols, row, strict=True)))
+            )
+            count.rows += 1
+            count.bytes += sum(_size(v) for v in row)
+            if ns_idx is not None:
+                self.namespaces_seen.add(row[ns_idx])
+        return count
+
+    def erase(self, sink: LeafSink) -> TableCount:
+        count = self.measure(sink)
+        if self._describe() is None:
+            return count
+        cur = self.conn.execute(f'DELETE FROM "{self.table}" WHERE {self.where}', list(self.params))
+        if cur.rowcount != count.rows:
+            raise RuntimeError(
+                f"{self.table}: measured {count.rows} rows but deleted {cur.rowcount}"
+            )
+        return count
+
+    def remaining(self) -> int:
+        if self._describe() is None:
+            return 0
+        row = self.conn.execute(
+            f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', list(self.params)
+        ).fetchone()
+        return int(row[0])
+
+
+class SqliteBackend:
+    """An :class:`~erasure_receipts.engine.ErasureBackend` over one sqlite3 connection."""
+
+    kind = "sqlite"
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        *,
+        saver: str,
+        store: str | None,
+        store_rows_namespaces: Sequence[Sequence[str]] = (),
+        extra_parts: Sequence[Part] = (),
+        versions: dict[str, str],
+    ) -> None:
+        self.conn = conn
+        self.thread_id = thread_id
+        self.saver = saver
+        self.store = store
+        self.database = database_path(conn)
+        self.versions = versions
+        self._parts: list[Part] = [
+            SqlTablePart(conn, "checkpoints", "checkpoints", "thread_id = ?", [thread_id]),
+            SqlTablePart(conn, "writes", "checkpoints", "thread_id = ?", [thread_id]),
+        ]
+        if store_rows_namespaces:
+            where, params = namespace_condition(store_rows_namespaces)
+            self._parts += [
+                SqlTablePart(conn, "store", "store", where, params),
+                SqlTablePart(conn, "store_vectors", "store", where, params),
+            ]
+        # Tables the database does not have (e.g. store_vectors without an index) hold
+        # nothing of the thread and are left out of the receipt rather than shown as 0.
+        existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self._parts = [
+            p for p in self._parts if not isinstance(p, SqlTablePart) or p.table in existing
+        ]
+        self._parts += list(extra_parts)
+
+    def parts(self) -> Sequence[Part]:
+        return self._parts
+
+    @property
+    def checkpoint_namespaces(self) -> set[str]:
+        seen: set[str] = set()
+        for p in self._parts:
+            if isinstance(p, SqlTablePart):
+                seen |= p.namespaces_seen
+        return seen
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        conn = self.conn
+        if conn.in_transaction:
+            raise RuntimeError("the saver's connection has an open transaction; refusing")
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        conn = self.conn
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if own:
+                conn.rollback()
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
+            "VALUES (?, ?, ?)",
+            (self.thread_id, receipt_id, erased_at),
+        )
+
+    def reduce_residue(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        try:
+            value = int(self.conn.execute("PRAGMA secure_delete").fetchone()[0])
+            out.append(
+                {"action": "sqlite.secure_delete", "status": "applied" if value else "failed",
+                 "detail": {"value": value, "scope": "this connection"}}
+            )  # fmt: skip
+        except sqlite3.Error as exc:
+            out.append({"action": "sqlite.secure_delete", "status": "failed",
+                        "detail": {"error": str(exc)[:200]}})  # fmt: skip
+        try:
+            mode = str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        except sqlite3.Error as exc:
+            mode = f"unknown ({exc})"[:60]
+        if mode != "wal":
+            out.append({"action": "sqlite.wal_checkpoint", "status": "not_applicable",
+                         "detail": {"journal_mode": mode}})  # fmt: skip
+            return out
+        try:
+            busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as exc:
+            out.append({"action": "sqlite.wal_checkpoint", "status": "failed",
+                        "detail": {"mode": "TRUNCATE", "error": str(exc)[:200]}})  # fmt: skip
+            return out
+        wal = self.database + "-wal"
+        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
+        ok = busy == 0 and wal_bytes == 0
+        out.append(
+            {
+                "action": "sqlite.wal_checkpoint",
+                "status": "applied" if ok else "partial",
+                "detail": {
+                    "mode": "TRUNCATE",
+                    "busy": int(busy),
+                    "log_frames": max(int(log), 0),
+                    "checkpointed_frames": max(int(done), 0),
+                    "wal_bytes_after": wal_bytes,
+                },
+            }
+        )
+        return out

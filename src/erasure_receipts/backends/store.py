@@ -1,0 +1,118 @@
+"""Store items through the public ``BaseStore`` API: the sweep for non-SQL stores.
+
+Used when the store's rows cannot be reached inside the checkpoint transaction (an
+``InMemoryStore``, a store in another database file, any custom ``BaseStore``). The
+sweep pages through ``search`` with an explicit limit - never the default of 10 - and
+keeps deleting the first page until the namespace is verifiably empty, so items added
+while it runs are swept (and hashed) too. Deletions here cannot be rolled back; the
+receipt records the method as "sweep" and its leaves as API-level JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from langgraph.store.base import BaseStore, Item
+
+from ..digest import encode_row
+from ..engine import LeafSink, TableCount, iter_pages
+
+__all__ = ["PAGE_SIZE", "StoreSweepPart", "count_items", "item_leaf"]
+
+PAGE_SIZE = 100
+
+
+def item_leaf(item: Item) -> tuple[tuple[str, str], bytes, int]:
+    """Sort key, leaf data and byte size for one store item seen through the API."""
+    prefix = ".".join(item.namespace)
+    value = orjson.dumps(item.value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    created = item.created_at.isoformat()
+    updated = item.updated_at.isoformat()
+    data = encode_row(
+        "store",
+        [prefix, item.key],
+        [("prefix", prefix), ("key", item.key), ("value", value),
+         ("created_at", created), ("updated_at", updated)],
+    )  # fmt: skip
+    size = len(prefix.encode()) + len(item.key.encode()) + len(value) + len(created) + len(updated)
+    return (prefix, item.key), data, size
+
+
+def _search(store: BaseStore, ns: tuple[str, ...], offset: int) -> list[Any]:
+    return list(store.search(ns, limit=PAGE_SIZE, offset=offset, refresh_ttl=False))
+
+
+def count_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) -> int:
+    """Items under the prefixes, counted by paging through the whole result set."""
+    total = 0
+    for ns in namespaces:
+        for _ in _all_items(store, ns):
+            total += 1
+    return total
+
+
+def _all_items(store: BaseStore, ns: tuple[str, ...]) -> Iterator[Any]:
+    def fetch(offset: int) -> list[Any]:
+        return _search(store, ns, offset)
+
+    return iter_pages(fetch, PAGE_SIZE)
+
+
+@dataclass
+class StoreSweepPart:
+    store: BaseStore
+    namespaces: Sequence[tuple[str, ...]]
+    table: str = "store"
+    group: str = "store"
+    method: str = "sweep"
+    irreversible_deleted: int = 0
+    max_rounds: int = 100_000
+    _seen: dict[tuple[str, str], tuple[bytes, int]] = field(default_factory=dict)
+
+    def _emit(self, sink: LeafSink) -> TableCount:
+        # Leaves must be in primary-key order like every other table; the API returns
+        # its own order, so sort what was collected (keys and leaf data only).
+        count = TableCount()
+        for key in sorted(self._seen):
+            data, size = self._seen[key]
+            sink(data)
+            count.rows += 1
+            count.bytes += size
+        self._seen.clear()
+        return count
+
+    def measure(self, sink: LeafSink) -> TableCount:
+        for ns in self.namespaces:
+            for item in _all_items(self.store, ns):
+                key, data, size = item_leaf(item)
+                self._seen[key] = (data, size)
+        return self._emit(sink)
+
+    def erase(self, sink: LeafSink) -> TableCount:
+        for ns in self.namespaces:
+            for _ in range(self.max_rounds):
+                page = _search(self.store, ns, 0)
+                if not page:
+                    break
+                fresh = 0
+                for item in page:
+                    key, data, size = item_leaf(item)
+                    if key not in self._seen:
+                        fresh += 1
+                    self._seen[key] = (data, size)
+                    self.store.delete(item.namespace, item.key)
+                    self.irreversible_deleted += 1
+                if not fresh:
+                    raise RuntimeError(
+                        f"store keeps returning deleted items under {'/'.join(ns)}; "
+                        "its delete does not take effect"
+                    )
+            else:
+                raise RuntimeError(f"store sweep of {'/'.join(ns)} did not converge")
+        return self._emit(sink)
+
+    def remaining(self) -> int:
+        return count_items(self.store, self.namespaces)

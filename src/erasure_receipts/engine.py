@@ -1,0 +1,292 @@
+"""The erasure protocol, written once for every backend: measure -> delete -> verify -> sign.
+
+A backend supplies *parts* (one per stored table, or one per store swept through its
+API) and a transaction. The engine streams each part's rows into one RFC 9162 tree in
+canonical order (table name, then primary key), deletes them, proves inside the
+transaction that nothing is left, commits, re-measures the raw tables (the post-state
+digest), lets the caller run its public-API checks, and only then signs.
+
+The protocol is split in two phases so async savers can run phase one in their
+database thread and the API checks on their event loop:
+
+* :func:`erase_rows` - everything up to and including the post-commit raw re-measure;
+* :func:`issue_receipt` - add the caller's API checks, build, sign and archive.
+
+If anything fails or anything remains, :class:`ErasureIncompleteError` is raised and no
+receipt exists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from .digest import EMPTY_ROOT, MerkleTree
+from .errors import ErasureIncompleteError
+from .receipt import Receipt, build_statement
+from .signing import Signer
+
+__all__ = [
+    "Check",
+    "ErasureBackend",
+    "ErasureRequest",
+    "Part",
+    "RowsOutcome",
+    "TableCount",
+    "erase_rows",
+    "issue_receipt",
+    "measure_rows",
+]
+
+LeafSink = Callable[[bytes], Any]
+Check = dict[str, str]
+
+
+@dataclass
+class TableCount:
+    rows: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"rows": self.rows, "bytes": self.bytes}
+
+
+class Part(Protocol):
+    """One table (or swept store) of the thread's data, as seen by the engine."""
+
+    table: str
+    """Leaf table name; parts are processed in sorted table order."""
+    group: str
+    """What the part belongs to in the receipt's ``methods`` ("checkpoints", "store")."""
+    method: str
+    """How it is deleted: "atomic-transaction" or "sweep"."""
+    irreversible_deleted: int
+    """Items deleted outside the transaction so far (sweeps): survive a rollback."""
+
+    def measure(self, sink: LeafSink) -> TableCount:
+        """Feed every row's leaf data to ``sink`` in primary-key order; do not delete."""
+        ...
+
+    def erase(self, sink: LeafSink) -> TableCount:
+        """Measure like ``measure`` and delete exactly what was measured."""
+        ...
+
+    def remaining(self) -> int:
+        """Rows of the scope still present (inside the transaction)."""
+        ...
+
+
+class ErasureBackend(Protocol):
+    kind: str
+    saver: str
+    store: str | None
+    database: str
+    versions: dict[str, str]
+
+    def parts(self) -> Sequence[Part]: ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Exclusive write transaction: commit on success, roll back on any error."""
+        ...
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """A consistent read view for measuring without deleting."""
+        ...
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None: ...
+
+    def reduce_residue(self) -> list[dict[str, Any]]:
+        """After commit: scrub what the engine can (never raises; reports outcomes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ErasureRequest:
+    thread_id: str
+    store_namespaces: tuple[tuple[str, ...], ...] = ()
+    tombstone: bool = True
+
+
+@dataclass
+class RowsOutcome:
+    """What phase one established; phase two turns it into a receipt."""
+
+    request: ErasureRequest
+    backend: ErasureBackend
+    receipt_id: str
+    issued_at: str
+    pre_digest: str
+    pre_tables: dict[str, TableCount]
+    post_digest: str
+    post_tables: dict[str, TableCount]
+    methods: dict[str, str]
+    checks: list[Check] = field(default_factory=list)
+    residue: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(t: datetime) -> str:
+    t = t.astimezone(UTC)
+    frac = f".{t.microsecond:06d}" if t.microsecond else ""
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+
+
+def _measure_all(parts: Sequence[Part], erase: bool) -> tuple[bytes, dict[str, TableCount]]:
+    tree = MerkleTree()
+    tables: dict[str, TableCount] = {}
+    for part in sorted(parts, key=lambda p: p.table):
+        tables[part.table] = part.erase(tree.append) if erase else part.measure(tree.append)
+    return tree.root(), tables
+
+
+def measure_rows(backend: ErasureBackend) -> tuple[str, dict[str, TableCount]]:
+    """The pre-deletion digest a real erasure would compute now (nothing is deleted)."""
+    with backend.read_snapshot():
+        root, tables = _measure_all(backend.parts(), erase=False)
+    return root.hex(), tables
+
+
+def erase_rows(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    *,
+    clock: Callable[[], datetime] = _utc_now,
+) -> RowsOutcome:
+    """Phase one: measure and delete atomically, commit, scrub residue, re-measure."""
+    receipt_id = str(uuid.uuid4())
+    issued_at = format_time(clock())
+    parts = list(backend.parts())
+    try:
+        with backend.transaction():
+            pre_root, pre_tables = _measure_all(parts, erase=True)
+            left = {p.table: n for p in parts if (n := p.remaining())}
+            if left:
+                raise ErasureIncompleteError(
+                    f"rows remain inside the erasure transaction: {left}", remaining=left
+                )
+            if request.tombstone:
+                backend.write_tombstone(receipt_id, issued_at)
+    except ErasureIncompleteError:
+        raise
+    except Exception as exc:
+        swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
+        extra = (
+            f"; items already swept outside the transaction (not restorable): {swept}"
+            if swept
+            else "; nothing was deleted"
+        )
+        raise ErasureIncompleteError(
+            f"erasure of thread {request.thread_id!r} aborted and rolled back: "
+            f"{type(exc).__name__}: {exc}{extra}",
+            remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
+        ) from exc
+
+    checks: list[Check] = [
+        {"name": "raw_rows_zero_in_transaction", "result": "pass",
+         "detail": f"{len(parts)} tables counted after delete, before commit"},
+    ]  # fmt: skip
+    residue = backend.reduce_residue()
+
+    # Re-read the raw tables after commit: this *is* the post-state measurement.
+    post_root, post_tables = measure_rows(backend)
+    left = {t: c.rows for t, c in post_tables.items() if c.rows}
+    if left:
+        raise ErasureIncompleteError(
+            f"rows of thread {request.thread_id!r} present after commit: {left}", remaining=left
+        )
+    checks.append(
+        {"name": "raw_rows_zero_after_commit", "result": "pass",
+         "detail": "post-state digest re-measured from the raw tables"}
+    )  # fmt: skip
+    return RowsOutcome(
+        request=request,
+        backend=backend,
+        receipt_id=receipt_id,
+        issued_at=issued_at,
+        pre_digest=pre_root.hex(),
+        pre_tables=pre_tables,
+        post_digest=post_root,
+        post_tables=post_tables,
+        methods={p.group: p.method for p in sorted(parts, key=lambda p: p.table)},
+        checks=checks,
+        residue=residue,
+    )
+
+
+def _safe_measure(backend: ErasureBackend) -> dict[str, TableCount]:
+    try:
+        return measure_rows(backend)[1]
+    except Exception:
+        return {}
+
+
+def issue_receipt(
+    outcome: RowsOutcome,
+    api_checks: Sequence[tuple[str, int, str]],
+    signer: Signer,
+    *,
+    archive: Path | None = None,
+    generator_version: str,
+) -> Receipt:
+    """Phase two: record the public-API checks, then build, sign and archive.
+
+    ``api_checks`` holds ``(name, items_found, detail)``; any non-zero count aborts.
+    """
+    found = {name: n for name, n, _ in api_checks if n}
+    if found:
+        raise ErasureIncompleteError(
+            f"public API still returns data for thread {outcome.request.thread_id!r}: {found}",
+            remaining=found,
+        )
+    checks = outcome.checks + [
+        {"name": name, "result": "pass", "detail": detail} for name, _, detail in api_checks
+    ]
+    if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
+        raise ErasureIncompleteError("post-state digest is not the empty root")
+    be = outcome.backend
+    statement = build_statement(
+        receipt_id=outcome.receipt_id,
+        issued_at=outcome.issued_at,
+        thread_id=outcome.request.thread_id,
+        store_namespaces=outcome.request.store_namespaces,
+        tombstone=outcome.request.tombstone,
+        backend={
+            "kind": be.kind,
+            "saver": be.saver,
+            "store": be.store,
+            "database": be.database,
+            "versions": dict(be.versions),
+        },
+        pre_digest=outcome.pre_digest,
+        pre_tables={k: v.to_json() for k, v in outcome.pre_tables.items()},
+        post_digest=outcome.post_digest,
+        post_tables={k: v.to_json() for k, v in outcome.post_tables.items()},
+        methods=outcome.methods,
+        checks=checks,
+        residue=outcome.residue,
+        generator_version=generator_version,
+    )
+    receipt = Receipt.sign(statement, signer)
+    if archive is not None:
+        archive.mkdir(parents=True, exist_ok=True)
+        receipt.save(archive / f"{outcome.receipt_id}.json")
+    return receipt
+
+
+def iter_pages(fetch: Callable[[int], list[Any]], page: int) -> Iterator[Any]:
+    """Yield every item of an offset-paginated API; never trusts a default page size."""
+    offset = 0
+    while True:
+        items = fetch(offset)
+        yield from items
+        if len(items) < page:
+            return
+        offset += len(items)

@@ -1,0 +1,526 @@
+"""Attesting checkpointers: LangGraph's SQLite savers plus signed, verified erasure.
+
+Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
+these subclasses add ``erase_thread`` / ``aerase_thread``, ``digest_thread``, tombstones
+and attested ``delete_thread``. They depend on parent internals (``conn``, ``lock``,
+``setup``); the supported version ranges are pinned in ``pyproject.toml`` and checked
+by LangGraph's conformance suite in the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.store.base import BaseStore
+
+from . import __version__
+from .backends.sqlite import (
+    SqliteBackend,
+    database_path,
+    ensure_tombstones,
+    is_tombstone_error,
+)
+from .backends.store import PAGE_SIZE, StoreSweepPart, count_items
+from .engine import (
+    ErasureRequest,
+    Part,
+    RowsOutcome,
+    TableCount,
+    erase_rows,
+    issue_receipt,
+    measure_rows,
+)
+from .errors import ThreadErasedError
+from .receipt import Receipt
+from .signing import Signer
+
+__all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "ThreadDigest"]
+
+Namespace = tuple[str, ...]
+NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
+
+
+@dataclass(frozen=True)
+class ThreadDigest:
+    """What an erasure would measure now: the pre-deletion digest and per-table counts."""
+
+    digest: str
+    tables: dict[str, TableCount]
+
+    @property
+    def leaves(self) -> int:
+        return sum(t.rows for t in self.tables.values())
+
+
+@cache
+def _versions() -> dict[str, str]:
+    out = {"langgraph-erasure-receipts": __version__, "sqlite": sqlite3.sqlite_version}
+    for dist in ("langgraph-checkpoint", "langgraph-checkpoint-sqlite"):
+        with suppress(metadata.PackageNotFoundError):
+            out[dist] = metadata.version(dist)
+    return out
+
+
+def _normalise(namespaces: Iterable[Sequence[str]]) -> tuple[Namespace, ...]:
+    out = []
+    for ns in namespaces:
+        if isinstance(ns, str):
+            raise TypeError(f"a store namespace is a tuple of strings, not {ns!r}")
+        t = tuple(ns)
+        if not t or not all(isinstance(p, str) and p for p in t):
+            raise ValueError(f"invalid store namespace {ns!r}: non-empty strings required")
+        out.append(t)
+    return tuple(dict.fromkeys(out))
+
+
+class _Attesting:
+    """State and helpers shared by the sync and async savers."""
+
+    signer: Signer
+    store: BaseStore | None
+    archive: Path | None
+    namespaces_for: NamespacesFor | None
+    clock: Callable[[], datetime] | None
+    last_receipt: Receipt | None
+
+    def _init_attesting(
+        self,
+        signer: Signer,
+        store: BaseStore | None,
+        archive: str | Path | None,
+        namespaces_for: NamespacesFor | None,
+        clock: Callable[[], datetime] | None,
+    ) -> None:
+        if not isinstance(signer, Signer):
+            raise TypeError("signer= must be an erasure_receipts.Signer")
+        self.signer = signer
+        self.store = store
+        self.archive = Path(archive) if archive is not None else None
+        self.namespaces_for = namespaces_for
+        self.clock = clock
+        self.last_receipt = None
+        self._store_rows: bool | None = None  # store tables live in the saver's database
+
+    def _request(
+        self, thread_id: str, store_namespaces: Iterable[Sequence[str]], tombstone: bool
+    ) -> ErasureRequest:
+        namespaces = _normalise(store_namespaces)
+        if namespaces and self.store is None:
+            raise ValueError("store_namespaces were given but the saver has no store=")
+        return ErasureRequest(str(thread_id), namespaces, tombstone)
+
+    def _backend(self, conn: sqlite3.Connection, request: ErasureRequest) -> SqliteBackend:
+        rows_ns: Sequence[Namespace] = ()
+        extra: list[Part] = []
+        if request.store_namespaces:
+            assert self.store is not None
+            if self._store_rows:
+                rows_ns = request.store_namespaces
+            else:
+                extra.append(StoreSweepPart(self.store, request.store_namespaces))
+        return SqliteBackend(
+            conn,
+            request.thread_id,
+            saver=type(self).__name__,
+            store=type(self.store).__name__ if self.store is not None else None,
+            store_rows_namespaces=rows_ns,
+            extra_parts=extra,
+            versions=_versions(),
+        )
+
+    def _issue(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> Receipt:
+        receipt = issue_receipt(
+            outcome, api, self.signer, archive=self.archive, generator_version=__version__
+        )
+        self.last_receipt = receipt
+        return receipt
+
+    def _digest(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
+        digest, tables = measure_rows(self._backend(conn, request))
+        return ThreadDigest(digest, tables)
+
+    def _default_namespaces(self, thread_id: str) -> Iterable[Sequence[str]]:
+        return self.namespaces_for(str(thread_id)) if self.namespaces_for else ()
+
+
+def _api_check_names(namespaces: set[str]) -> str:
+    return f"get_tuple checked for {len(namespaces)} checkpoint namespace(s)"
+
+
+class AttestingSqliteSaver(SqliteSaver, _Attesting):
+    """``SqliteSaver`` whose deletions are measured, verified and signed.
+
+    Args:
+        conn: the SQLite connection (as for ``SqliteSaver``).
+        signer: the Ed25519 key that signs receipts.
+        store: the application's ``BaseStore``; its items under the namespaces given to
+            ``erase_thread`` are erased with the thread. A ``SqliteStore`` in the same
+            database file is erased in the same transaction; any other store is swept.
+        archive: directory where every receipt is written durably before returning.
+        namespaces_for: ``thread_id -> store namespace prefixes`` used by
+            ``delete_thread`` (which other code, e.g. LangGraph itself, may call).
+        clock: returns the current time (inject for deterministic tests).
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self._init_attesting(signer, store, archive, namespaces_for, clock)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(  # type: ignore[override]
+        cls, conn_string: str, *, signer: Signer, **kwargs: Any
+    ) -> Iterator[AttestingSqliteSaver]:
+        with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
+            yield cls(conn, signer=signer, **kwargs)
+
+    def setup(self) -> None:
+        if self.is_setup:
+            return
+        super().setup()
+        ensure_tombstones(self.conn)
+
+    # -- normal operation: the parent's, with tombstone errors made explicit -----------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        except sqlite3.IntegrityError as exc:
+            if is_tombstone_error(exc):
+                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+            raise
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        try:
+            super().put_writes(config, writes, task_id, task_path)
+        except sqlite3.IntegrityError as exc:
+            if is_tombstone_error(exc):
+                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+            raise
+
+    # -- erasure ------------------------------------------------------------------------
+
+    def _store_lock(self) -> Any:
+        lock = getattr(self.store, "lock", None)
+        same_conn = getattr(self.store, "conn", None) is self.conn
+        return lock if same_conn and lock is not None else nullcontext()
+
+    def _resolve_store_rows(self) -> None:
+        from langgraph.store.sqlite import SqliteStore
+
+        if self._store_rows is not None:
+            return
+        store = self.store
+        if not isinstance(store, SqliteStore):
+            self._store_rows = False
+        elif store.conn is self.conn:
+            self._store_rows = True
+        else:
+            try:
+                with store.lock:
+                    other = database_path(store.conn)
+                self._store_rows = other != ":memory:" and other == database_path(self.conn)
+            except sqlite3.Error:
+                self._store_rows = False
+
+    def erase_thread(
+        self,
+        thread_id: str,
+        *,
+        store_namespaces: Iterable[Sequence[str]] = (),
+        tombstone: bool = True,
+    ) -> Receipt:
+        """Erase every checkpoint row of the thread (all namespaces) and its store items.
+
+        Returns the signed receipt (also written to ``archive`` if set). Raises
+        ``ErasureIncompleteError`` - and issues no receipt - if anything fails or remains.
+        """
+        request = self._request(thread_id, store_namespaces, tombstone)
+        self._resolve_store_rows()
+        with self.lock, self._store_lock():
+            self.setup()
+            backend = self._backend(self.conn, request)
+            kwargs = {"clock": self.clock} if self.clock is not None else {}
+            outcome = erase_rows(backend, request, **kwargs)
+        return self._issue(outcome, self._api_checks(request, backend.checkpoint_namespaces))
+
+    def _api_checks(
+        self, request: ErasureRequest, namespaces: set[str]
+    ) -> list[tuple[str, int, str]]:
+        tid = request.thread_id
+        found = sum(
+            1
+            for ns in namespaces | {""}
+            if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
+        )
+        listed = sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
+        checks = [
+            ("api_get_tuple_none", found, _api_check_names(namespaces | {""})),
+            ("api_list_empty", listed, "list() over all namespaces returned nothing"),
+        ]
+        if request.store_namespaces:
+            assert self.store is not None
+            n = count_items(self.store, request.store_namespaces)
+            checks.append(
+                ("api_store_search_empty", n,
+                 f"store.search paginated with limit={PAGE_SIZE} under every namespace")
+            )  # fmt: skip
+        return checks
+
+    def digest_thread(
+        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
+    ) -> ThreadDigest:
+        """The measurement an erasure would take now, without deleting anything."""
+        request = self._request(thread_id, store_namespaces, False)
+        self._resolve_store_rows()
+        with self.lock, self._store_lock():
+            self.setup()
+            return self._digest(self.conn, request)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
+
+        The receipt is archived (if ``archive`` is set) and kept in ``last_receipt``.
+        """
+        self.erase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+
+    def reopen_thread(self, thread_id: str) -> bool:
+        """Remove the tombstone so the thread id can be written again (explicit opt-in)."""
+        with self.cursor() as cur:
+            cur.execute("DELETE FROM erasure_tombstones WHERE thread_id = ?", (str(thread_id),))
+            return cur.rowcount > 0
+
+    def is_erased(self, thread_id: str) -> bool:
+        with self.cursor(transaction=False) as cur:
+            cur.execute("SELECT 1 FROM erasure_tombstones WHERE thread_id = ?", (str(thread_id),))
+            return cur.fetchone() is not None
+
+
+class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
+    """``AsyncSqliteSaver`` whose deletions are measured, verified and signed.
+
+    Same arguments as :class:`AttestingSqliteSaver`. The measurement and deletion run
+    on aiosqlite's own database thread inside one ``BEGIN IMMEDIATE`` transaction; the
+    public-API checks run on the event loop afterwards.
+    """
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self._init_attesting(signer, store, archive, namespaces_for, clock)
+        self._tombstones_ready = False
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(  # type: ignore[override]
+        cls, conn_string: str, *, signer: Signer, **kwargs: Any
+    ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
+        async with aiosqlite.connect(conn_string) as conn:
+            yield cls(conn, signer=signer, **kwargs)
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # aiosqlite owns the sqlite3 connection on its worker thread; run there.
+        return await self.conn._execute(fn, *args)  # type: ignore[no-untyped-call]
+
+    async def setup(self) -> None:
+        await super().setup()
+        if not self._tombstones_ready:
+            async with self.lock:
+                if not self._tombstones_ready:
+                    await self._run(lambda: ensure_tombstones(self.conn._conn))
+                    self._tombstones_ready = True
+
+    async def _rollback_after_tombstone(self) -> None:
+        # The parent does not commit/rollback when its INSERT fails; don't leave the
+        # connection holding the write lock in a half-open transaction.
+        async with self.lock:
+            if self.conn.in_transaction:
+                await self.conn.rollback()
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        try:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        except sqlite3.IntegrityError as exc:
+            if is_tombstone_error(exc):
+                await self._rollback_after_tombstone()
+                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+            raise
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        try:
+            await super().aput_writes(config, writes, task_id, task_path)
+        except sqlite3.IntegrityError as exc:
+            if is_tombstone_error(exc):
+                await self._rollback_after_tombstone()
+                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+            raise
+
+    async def _resolve_store_rows_async(self) -> None:
+        from langgraph.store.sqlite import SqliteStore
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+        if self._store_rows is not None:
+            return
+        store = self.store
+        mine = await self._run(lambda: database_path(self.conn._conn))
+        other = None
+        try:
+            if isinstance(store, AsyncSqliteStore):
+                async with store.conn.execute("PRAGMA database_list") as cur:
+                    rows = await cur.fetchall()
+                other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
+            elif isinstance(store, SqliteStore):
+                with store.lock:
+                    other = database_path(store.conn)
+        except sqlite3.Error:
+            other = None
+        self._store_rows = other is not None and other != ":memory:" and other == mine
+
+    async def aerase_thread(
+        self,
+        thread_id: str,
+        *,
+        store_namespaces: Iterable[Sequence[str]] = (),
+        tombstone: bool = True,
+    ) -> Receipt:
+        """Async :meth:`AttestingSqliteSaver.erase_thread`."""
+        request = self._request(thread_id, store_namespaces, tombstone)
+        await self.setup()
+        await self._resolve_store_rows_async()
+        holder: dict[str, SqliteBackend] = {}
+
+        def phase_one() -> RowsOutcome:
+            backend = self._backend(self.conn._conn, request)
+            holder["backend"] = backend
+            kwargs = {"clock": self.clock} if self.clock is not None else {}
+            return erase_rows(backend, request, **kwargs)
+
+        async with self.lock:
+            outcome: RowsOutcome = await self._run(phase_one)
+        api = await self._aapi_checks(request, holder["backend"].checkpoint_namespaces)
+        return await asyncio.to_thread(self._issue, outcome, api)
+
+    async def _aapi_checks(
+        self, request: ErasureRequest, namespaces: set[str]
+    ) -> list[tuple[str, int, str]]:
+        tid = request.thread_id
+        found = 0
+        for ns in namespaces | {""}:
+            if await self.aget_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}):
+                found += 1
+        listed = 0
+        async for _ in self.alist({"configurable": {"thread_id": tid}}):
+            listed += 1
+        checks = [
+            ("api_get_tuple_none", found, _api_check_names(namespaces | {""})),
+            ("api_list_empty", listed, "alist() over all namespaces returned nothing"),
+        ]
+        if request.store_namespaces:
+            assert self.store is not None
+            n = 0
+            for sns in request.store_namespaces:
+                offset = 0
+                while True:
+                    page = await self.store.asearch(
+                        sns, limit=PAGE_SIZE, offset=offset, refresh_ttl=False
+                    )
+                    n += len(page)
+                    if len(page) < PAGE_SIZE:
+                        break
+                    offset += len(page)
+            checks.append(
+                ("api_store_search_empty", n,
+                 f"store.asearch paginated with limit={PAGE_SIZE} under every namespace")
+            )  # fmt: skip
+        return checks
+
+    async def adigest_thread(
+        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
+    ) -> ThreadDigest:
+        request = self._request(thread_id, store_namespaces, False)
+        await self.setup()
+        await self._resolve_store_rows_async()
+        async with self.lock:
+            result: ThreadDigest = await self._run(self._digest, self.conn._conn, request)
+        return result
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Attested ``adelete_thread``: erases with ``namespaces_for(thread_id)``."""
+        await self.aerase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+
+    async def areopen_thread(self, thread_id: str) -> bool:
+        await self.setup()
+        async with self.lock:
+            cur = await self.conn.execute(
+                "DELETE FROM erasure_tombstones WHERE thread_id = ?", (str(thread_id),)
+            )
+            await self.conn.commit()
+            return bool(cur.rowcount and cur.rowcount > 0)
+
+    async def ais_erased(self, thread_id: str) -> bool:
+        await self.setup()
+        async with (
+            self.lock,
+            self.conn.execute(
+                "SELECT 1 FROM erasure_tombstones WHERE thread_id = ?", (str(thread_id),)
+            ) as cur,
+        ):
+            return await cur.fetchone() is not None

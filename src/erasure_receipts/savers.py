@@ -255,6 +255,9 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         else:
             try:
                 with store.lock:
+                    # Overwrites made through the store's own connection must be zeroed
+                    # too, or old item versions linger in free space (connection-scoped).
+                    store.conn.execute("PRAGMA secure_delete = ON")
                     other = database_path(store.conn)
                 self._store_rows = other != ":memory:" and other == database_path(self.conn)
             except sqlite3.Error:

@@ -85,6 +85,7 @@ class StoreSweepPart:
         return count
 
     def measure(self, sink: LeafSink) -> TableCount:
+        self._seen.clear()  # a measure after a failed erase must not count stale items
         for ns in self.namespaces:
             for item in _all_items(self.store, ns):
                 key, data, size = item_leaf(item)
@@ -92,6 +93,7 @@ class StoreSweepPart:
         return self._emit(sink)
 
     def erase(self, sink: LeafSink) -> TableCount:
+        self._seen.clear()
         for ns in self.namespaces:
             for _ in range(self.max_rounds):
                 page = _search(self.store, ns, 0)

@@ -185,7 +185,8 @@ def _corruptions(
     out.append(("empty proof", index, size, leaf, [], root))
     out.append(("extra element", index, size, leaf, [*proof, LEAF_HASHES[0]], root))
     out.append(("extra element first", index, size, leaf, [LEAF_HASHES[0], *proof], root))
-    out.append(("reversed proof", index, size, leaf, proof[::-1], root))
+    if len(proof) > 1:
+        out.append(("reversed proof", index, size, leaf, proof[::-1], root))
     out.append(("short element", index, size, leaf, [proof[0][:31], *proof[1:]], root))
     out.append(("wrong root", index, size, leaf, proof, _root_of(size - 1)))
     out.append(("root flipped", index, size, leaf, proof, bytes([root[0] ^ 1]) + root[1:]))
@@ -300,7 +301,7 @@ def test_encode_row_is_unambiguous_across_boundaries(a: Row, b: Row) -> None:
     assert encode_row(*a) != encode_row(*b)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(
     st.tuples(
         st.text(max_size=4),

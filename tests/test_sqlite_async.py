@@ -13,7 +13,6 @@ from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
-from scenario import MARKER, TURNS, build_graph, human, marker_in_files, raw_rows
 
 from erasure_receipts import (
     AsyncAttestingSqliteSaver,
@@ -22,6 +21,7 @@ from erasure_receipts import (
     ThreadErasedError,
     verify_receipt,
 )
+from scenario import MARKER, TURNS, build_graph, human, marker_in_files, raw_rows
 
 T = "alice-chat"
 NS = ("users", "alice")

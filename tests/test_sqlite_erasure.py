@@ -17,15 +17,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
-from scenario import (
-    MARKER,
-    TURNS,
-    build_graph,
-    human,
-    independent_digest,
-    marker_in_files,
-    raw_rows,
-)
 
 from erasure_receipts import (
     AttestingSqliteSaver,
@@ -36,6 +27,15 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts.digest import EMPTY_ROOT
+from scenario import (
+    MARKER,
+    TURNS,
+    build_graph,
+    human,
+    independent_digest,
+    marker_in_files,
+    raw_rows,
+)
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "receipt.schema.json").read_text())
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
@@ -259,7 +259,7 @@ def test_tombstone_false_allows_reuse(world) -> None:
 
 
 def test_delete_thread_is_attested_and_archived(world, tmp_path: Path, signer: Signer) -> None:
-    db, saver, store = world
+    _db, saver, store = world
     run_scenario(saver, store)
     assert saver.delete_thread(T) is None
     receipts = list((tmp_path / "receipts").glob("*.json"))
@@ -344,7 +344,7 @@ def test_injected_failure_inside_transaction_rolls_back(world, monkeypatch, tmp_
 
 
 def test_api_residue_after_commit_issues_no_receipt(world, monkeypatch, tmp_path) -> None:
-    db, saver, store = world
+    _db, saver, store = world
     run_scenario(saver, store)
     real = saver.get_tuple(cfg("bob-chat"))
     monkeypatch.setattr(type(saver), "get_tuple", lambda self, config: real)
@@ -401,7 +401,7 @@ def test_concurrent_writers_never_leave_untracked_rows(tmp_path: Path, signer: S
 
 
 def test_erasing_an_unknown_thread_attests_an_empty_scope(world) -> None:
-    db, saver, _ = world
+    _db, saver, _ = world
     r = saver.erase_thread("never-existed")
     assert r.predicate["pre_state"]["leaves"] == 0
     assert r.pre_digest == EMPTY_ROOT.hex()
@@ -414,9 +414,11 @@ def test_bad_arguments_are_rejected_before_touching_data(world) -> None:
         saver.erase_thread(T, store_namespaces=[()])
     with pytest.raises(TypeError):
         saver.erase_thread(T, store_namespaces=["users"])  # a str, not a tuple
-    with AttestingSqliteSaver.from_conn_string(":memory:", signer=Signer.generate()) as bare:
-        with pytest.raises(ValueError, match="no store"):
-            bare.erase_thread(T, store_namespaces=[NS])
+    with (
+        AttestingSqliteSaver.from_conn_string(":memory:", signer=Signer.generate()) as bare,
+        pytest.raises(ValueError, match="no store"),
+    ):
+        bare.erase_thread(T, store_namespaces=[NS])
     assert len(raw_rows(db, "checkpoints", "thread_id = ?", (T,))) == 1
 
 

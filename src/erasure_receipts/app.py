@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -169,3 +171,125 @@ def export(
         _die(f"{out} already exists", EXIT_USAGE)
     except OSError as exc:
         _die(f"cannot write {out}: {exc.strerror or exc}", EXIT_IO)
+
+
+def _namespaces(values: list[str]) -> list[tuple[str, ...]]:
+    out = []
+    for v in values:
+        parts = tuple(v.split("/"))
+        if not all(parts):
+            _die(f"bad store namespace {v!r}: use slash-separated non-empty parts", EXIT_USAGE)
+        out.append(parts)
+    return out
+
+
+@contextmanager
+def _open_saver(db: Path, signer: Signer, archive: Path | None) -> Iterator[Any]:
+    """The attesting saver on an existing database, with its SqliteStore if it has one."""
+    import sqlite3
+
+    from langgraph.store.sqlite import SqliteStore
+
+    from .savers import AttestingSqliteSaver
+
+    if not db.is_file():
+        _die(f"{db}: no such database file", EXIT_IO)
+    try:
+        conn = sqlite3.connect(db, check_same_thread=False)
+        has_store = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='store'"
+        ).fetchone()
+    except sqlite3.DatabaseError as exc:
+        _die(f"{db}: not a usable SQLite database ({exc})", EXIT_IO)
+    store = None
+    if has_store:
+        store = SqliteStore(sqlite3.connect(db, check_same_thread=False, isolation_level=None))
+    try:
+        yield AttestingSqliteSaver(conn, signer=signer, store=store, archive=archive)
+    finally:
+        conn.close()
+        if store is not None:
+            store.conn.close()
+
+
+StoreNs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store-ns", help="store namespace prefix to erase, e.g. users/alice; repeatable"
+    ),
+]
+
+
+@app.command()
+def digest(
+    db: Annotated[Path, typer.Argument(help="SQLite database file")],
+    thread: Annotated[str, typer.Option("--thread", help="thread id")],
+    store_ns: StoreNs = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Preview: the pre-deletion digest and row counts an erasure would record now."""
+    with _open_saver(db, Signer.generate(), None) as saver:
+        try:
+            d = saver.digest_thread(thread, _namespaces(store_ns or []))
+        except ValueError as exc:
+            _die(str(exc), EXIT_USAGE)
+    tables = {k: v.to_json() for k, v in d.tables.items()}
+    if as_json:
+        typer.echo(json.dumps({"thread_id": thread, "digest": d.digest, "tables": tables}))
+        return
+    typer.echo(f"thread  {thread!r}\ndigest  {d.digest} ({d.leaves} rows)")
+    for t, c in sorted(tables.items()):
+        typer.echo(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes")
+
+
+@app.command()
+def erase(
+    db: Annotated[Path, typer.Argument(help="SQLite database file")],
+    thread: Annotated[str, typer.Option("--thread", help="thread id to erase")],
+    key: Annotated[Path, typer.Option("--key", help="Ed25519 private key (PEM)")],
+    store_ns: StoreNs = None,
+    archive: Annotated[
+        Path | None, typer.Option("--archive", help="directory to archive the receipt in")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="also write the receipt here")] = None,
+    no_tombstone: Annotated[
+        bool, typer.Option("--no-tombstone", help="allow the thread id to be reused")
+    ] = False,
+    password_env: Annotated[
+        str | None, typer.Option(help="env var holding the private key's password")
+    ] = None,
+) -> None:
+    """Erase a thread (and store namespaces) from a SQLite database and sign a receipt."""
+    from .errors import ErasureError
+
+    signer = _load_signer(key, password_env)
+    if out is not None and out.exists():
+        _die(f"{out} already exists", EXIT_USAGE)
+    with _open_saver(db, signer, archive) as saver:
+        try:
+            receipt = saver.erase_thread(
+                thread, store_namespaces=_namespaces(store_ns or []), tombstone=not no_tombstone
+            )
+        except ValueError as exc:
+            _die(str(exc), EXIT_USAGE)
+        except ErasureError as exc:
+            _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID)
+    summary = (
+        f"erased thread {thread!r}: {receipt.predicate['pre_state']['leaves']} rows, "
+        f"pre digest {receipt.pre_digest}, receipt {receipt.receipt_id}"
+    )
+    if out is not None:
+        try:
+            receipt.save(out)
+        except OSError as exc:
+            # The data is gone; the receipt must not be: fall back to stdout.
+            sys.stdout.buffer.write(receipt.to_json())
+            _die(f"cannot write {out} ({exc}); the receipt was printed on stdout", EXIT_IO)
+    if out is None and archive is None:
+        typer.echo(summary, err=True)
+        sys.stdout.buffer.write(receipt.to_json())
+        return
+    typer.echo(summary)
+    for path in (out, archive / f"{receipt.receipt_id}.json" if archive else None):
+        if path is not None:
+            typer.echo(f"written to {path}")

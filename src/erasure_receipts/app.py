@@ -129,8 +129,8 @@ def show(
         f"post digest  {post['digest']['sha256']} ({post['leaves']} rows)",
     ]
     for t, c in sorted(pre["tables"].items()):
-        lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes -> "
-                     f"{post['tables'][t]['rows']} rows")  # fmt: skip
+        after = post["tables"].get(t, {}).get("rows", "?")  # unverified: may be inconsistent
+        lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes -> {after} rows")
     lines.append("methods      " + ", ".join(f"{k}={v}" for k, v in sorted(p["methods"].items())))
     lines.append("checks       " + ", ".join(f"{c['name']}={c['result']}" for c in p["checks"]))
     for res in p["residue"]:

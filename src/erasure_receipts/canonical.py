@@ -17,6 +17,7 @@ than a Python walk and keeps the verify path free of extra imports.
 from __future__ import annotations
 
 import json
+import json.encoder
 from typing import Any
 
 from .errors import MalformedReceiptError
@@ -77,10 +78,10 @@ def _emit(value: Any, out: list[str]) -> None:
             _emit(item, out)
         out.append("]")
     elif isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise TypeError("object member names must be strings")
         out.append("{")
         for i, key in enumerate(sorted(value, key=_utf16_key)):
-            if not isinstance(key, str):
-                raise TypeError("object member names must be strings")
             if i:
                 out.append(",")
             out.append(_escape(key))
@@ -98,6 +99,21 @@ def canonicalize(value: Any) -> bytes:
     return "".join(out).encode("utf-8")
 
 
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# json.dumps builds a new C encoder on every call; build the identical one once
+# (markers=None: parsed JSON cannot be circular). Falls back where the C module is absent.
+_c_encoder: Any = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+    if getattr(json.encoder, "c_make_encoder", None) is not None
+    else None
+)
+
+
 def canonicalize_ascii_keys(value: Any) -> bytes:
     """Fast RFC 8785 bytes for values whose member names are all ASCII.
 
@@ -105,6 +121,8 @@ def canonicalize_ascii_keys(value: Any) -> bytes:
     ASCII member names) and the float/integer domain.
     """
     try:
+        if _c_encoder is not None:
+            return "".join(_c_encoder(value, 0)).encode("utf-8")
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode("utf-8")

@@ -11,14 +11,11 @@ Exit codes: 0 all verified, 1 any receipt invalid or untrusted, 2 usage error,
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import traceback
 from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from .canonical import MAX_INPUT_BYTES
 from .errors import Error, InputError, KeyFormatError, MalformedReceiptError
@@ -34,24 +31,63 @@ class _UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
+VERIFY_HELP = """\
+usage: receipt verify FILE|DIR... (--key PUB.pem ... | --trust TRUSTFILE) [options]
+
+Verify erasure receipts (receipt files or DSSE envelopes). Directories are searched
+recursively for *.json files.
+
+options:
+  --key PUB.pem      trusted Ed25519 public key (PEM); repeatable
+  --trust FILE       trust file: keys with optional validity windows (rotation)
+  --json             print exactly one JSON document on stdout
+  -q, --quiet        print failures only
+  -v, --verbose      print tracebacks for internal errors
+  -h, --help         show this help
+
+exit codes: 0 all verified, 1 any invalid or untrusted, 2 usage error, 3 unreadable input
+"""
 
 
-def _parser() -> _Parser:
-    p = _Parser(
-        prog="receipt verify",
-        description="Verify erasure receipts (receipt files or DSSE envelopes).",
-    )
-    p.add_argument("paths", nargs="+", metavar="FILE", help="receipt files or directories")
-    p.add_argument("--key", action="append", default=[], metavar="PUB.pem",
-                   help="trusted Ed25519 public key (PEM); repeatable")  # fmt: skip
-    p.add_argument("--trust", metavar="TRUSTFILE", help="trust file (keys with validity windows)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--quiet", "-q", action="store_true", help="print failures only")
-    p.add_argument("--verbose", "-v", action="store_true", help="tracebacks for internal errors")
-    return p
+class _VerifyArgs:
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.key: list[str] = []
+        self.trust: str | None = None
+        self.json = self.quiet = self.verbose = self.help = False
+
+
+def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
+    """A deliberately tiny parser: argparse alone would cost ~10% of cold start."""
+    a = _VerifyArgs()
+    flags = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose",
+             "--verbose": "verbose", "-h": "help", "--help": "help"}  # fmt: skip
+    it = iter(argv)
+    only_paths = False
+    for arg in it:
+        if only_paths or not arg.startswith("-") or arg == "-":
+            a.paths.append(arg)
+        elif arg == "--":
+            only_paths = True
+        elif arg in flags:
+            setattr(a, flags[arg], True)
+        else:
+            name, eq, value = arg.partition("=")
+            if name not in ("--key", "--trust"):
+                raise _UsageError(f"unrecognized option {arg!r}")
+            if not eq:
+                value = next(it, "")
+                if not value or value.startswith("--"):
+                    raise _UsageError(f"{name} needs a file argument")
+            if name == "--key":
+                a.key.append(value)
+            elif a.trust is not None:
+                raise _UsageError("--trust may be given once")
+            else:
+                a.trust = value
+    if not a.help and not a.paths:
+        raise _UsageError("the following arguments are required: FILE")
+    return a
 
 
 def _read_input(path: str) -> bytes:
@@ -59,7 +95,7 @@ def _read_input(path: str) -> bytes:
         with open(path, "rb") as fh:
             data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {_display(path)}: {exc.strerror or exc}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise MalformedReceiptError(
             f"input is over the {MAX_INPUT_BYTES}-byte limit", reason="too_large"
@@ -75,10 +111,19 @@ def _load_trust(keys: Sequence[str], trust: str | None) -> TrustStore:
     return TrustStore([*loaded, *store])
 
 
+def _display(path: str) -> str:
+    """A file name that can always be printed: undecodable bytes become escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _expand(paths: Sequence[str]) -> Iterator[str]:
     for p in paths:
         if os.path.isdir(p):
-            yield from sorted(str(f) for f in Path(p).rglob("*.json") if f.is_file())
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+            yield from sorted(found)
         else:
             yield p
 
@@ -105,12 +150,13 @@ class _Progress:
 def verify_main(argv: Sequence[str]) -> int:
     """Run ``receipt verify``; returns the exit code."""
     try:
-        args = _parser().parse_args(argv)
+        args = _parse_verify_args(argv)
     except _UsageError as exc:
         print(f"receipt verify: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+    if args.help:
+        sys.stdout.write(VERIFY_HELP)
+        return EXIT_OK
     try:
         trust = _load_trust(args.key, args.trust)
     except _UsageError as exc:
@@ -132,7 +178,7 @@ def verify_main(argv: Sequence[str]) -> int:
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}
     out = sys.stdout
     for n, path in enumerate(files, 1):
-        res: dict[str, Any] = {"file": path}
+        res: dict[str, Any] = {"file": _display(path)}
         try:
             v = verify_receipt(_read_input(path), trust)
         except InputError as exc:
@@ -143,6 +189,8 @@ def verify_main(argv: Sequence[str]) -> int:
             counts["invalid"] += 1
         except Exception as exc:  # a bug must not hide the other files' verdicts
             if args.verbose:
+                import traceback
+
                 traceback.print_exc()
             res.update(verified=False, reason="internal_error", message=repr(exc))
             counts["invalid"] += 1
@@ -158,12 +206,12 @@ def verify_main(argv: Sequence[str]) -> int:
         elif res["verified"]:
             if not args.quiet:
                 out.write(
-                    f"OK    {path}: thread {res['thread_id']!r} {res['status']} at "
+                    f"OK    {res['file']}: thread {res['thread_id']!r} {res['status']} at "
                     f"{res['issued_at']}, receipt {res['receipt_id']}, "
                     f"key {res['key_id'][:16]}\n"
                 )
         else:
-            out.write(f"FAIL  {path}: [{res['reason']}] {res['message']}\n")
+            out.write(f"FAIL  {res['file']}: [{res['reason']}] {res['message']}\n")
         progress.update(n)
 
     code = EXIT_IO if counts["unreadable"] else EXIT_INVALID if counts["invalid"] else EXIT_OK

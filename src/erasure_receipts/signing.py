@@ -2,15 +2,25 @@
 
 The key id is the lowercase hex SHA-256 of the raw 32-byte public key: stable across
 PEM/DER re-encodings and computable by any auditor from the key alone.
+
+The verify path only needs raw-key verification, so this module imports the Ed25519
+primitive alone; ``cryptography``'s serialization package (which pulls in RSA, EC,
+ciphers and SSH support) is imported only when a PEM must be written or a private key
+loaded. An Ed25519 public-key PEM is parsed directly: its DER is a fixed 12-byte
+SubjectPublicKeyInfo header followed by the 32-byte key.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import binascii
+
+try:  # the builtin module: hashlib would also load OpenSSL's libcrypto wrapper at import
+    from _sha256 import sha256  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - other Pythons
+    from hashlib import sha256
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -25,6 +35,8 @@ __all__ = [
     "pae",
 ]
 
+_SPKI_ED25519 = bytes.fromhex("302a300506032b6570032100")
+
 
 def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE v1 pre-authentication encoding: the exact bytes that get signed."""
@@ -33,7 +45,45 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def key_id(raw_public_key: bytes) -> str:
-    return hashlib.sha256(raw_public_key).hexdigest()
+    digest: str = sha256(raw_public_key).hexdigest()
+    return digest
+
+
+def b64decode(text: str | bytes) -> bytes:
+    """Strict standard base64 (no whitespace, correct padding)."""
+    try:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("not valid base64") from None
+
+
+def b64encode(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _serialization() -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization
+
+
+def _pem_ed25519_raw(data: bytes) -> bytes | None:
+    """The raw key of an Ed25519 SubjectPublicKeyInfo PEM, or None if it is not one."""
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        return None
+    head, tail = "-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----"
+    if not (text.startswith(head) and text.endswith(tail)):
+        return None
+    body = "".join(text[len(head) : -len(tail)].split())
+    try:
+        der = b64decode(body)
+    except ValueError:
+        return None
+    if len(der) == 44 and der.startswith(_SPKI_ED25519):
+        return der[12:]
+    return None
 
 
 class PublicKey:
@@ -41,49 +91,69 @@ class PublicKey:
 
     __slots__ = ("_key", "key_id", "raw")
 
-    def __init__(self, key: Ed25519PublicKey) -> None:
+    def __init__(self, key: Ed25519PublicKey | None, raw: bytes | None = None) -> None:
         self._key = key
-        self.raw: bytes = key.public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        self.key_id: str = key_id(self.raw)
+        if raw is None:
+            if key is None:
+                raise KeyFormatError("a public key needs a key object or raw bytes")
+            s = _serialization()
+            raw = key.public_bytes(s.Encoding.Raw, s.PublicFormat.Raw)
+        self.raw: bytes = raw
+        self.key_id: str = key_id(raw)
 
     @classmethod
     def from_raw(cls, raw: bytes) -> PublicKey:
         if len(raw) != 32:
             raise KeyFormatError(f"an Ed25519 public key is 32 bytes, got {len(raw)}")
-        return cls(Ed25519PublicKey.from_public_bytes(raw))
+        # The cryptography key object is built on first use: a key embedded in a
+        # receipt is usually never used (the auditor's trusted key is).
+        return cls(None, bytes(raw))
 
     @classmethod
     def from_base64(cls, text: str) -> PublicKey:
         try:
-            raw = base64.b64decode(text.encode("ascii"), validate=True)
-        except (ValueError, UnicodeEncodeError):
+            raw = b64decode(text)
+        except ValueError:
             raise KeyFormatError("public key is not valid base64") from None
         return cls.from_raw(raw)
 
     @classmethod
     def from_pem(cls, data: bytes) -> PublicKey:
+        raw = _pem_ed25519_raw(data)
+        if raw is not None:
+            pk = cls.from_raw(raw)
+            _ = pk.key  # reject encodings that are not points on the curve now
+            return pk
+        # Not the canonical Ed25519 form: let cryptography explain what it is.
         try:
-            key = serialization.load_pem_public_key(data)
+            key = _serialization().load_pem_public_key(data)
         except (ValueError, TypeError):
             raise KeyFormatError("not a PEM public key") from None
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFormatError(f"not an Ed25519 key ({type(key).__name__})")
         return cls(key)
 
+    @property
+    def key(self) -> Ed25519PublicKey:
+        if self._key is None:
+            try:
+                self._key = Ed25519PublicKey.from_public_bytes(self.raw)
+            except ValueError:
+                raise KeyFormatError("not a valid Ed25519 public key") from None
+        return self._key
+
     def pem(self) -> bytes:
-        return self._key.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        s = _serialization()
+        data: bytes = self.key.public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo)
+        return data
 
     def b64(self) -> str:
-        return base64.b64encode(self.raw).decode("ascii")
+        return b64encode(self.raw)
 
     def verify(self, signature: bytes, message: bytes) -> bool:
         try:
-            self._key.verify(signature, message)
-        except InvalidSignature:
+            self.key.verify(signature, message)
+        except (InvalidSignature, KeyFormatError):
             return False
         return True
 
@@ -113,7 +183,7 @@ class Signer:
     @classmethod
     def from_pem(cls, data: bytes, password: bytes | None = None) -> Signer:
         try:
-            key = serialization.load_pem_private_key(data, password=password)
+            key = _serialization().load_pem_private_key(data, password=password)
         except TypeError as exc:  # password missing or given for an unencrypted key
             raise KeyFormatError(f"cannot load private key: {exc}") from None
         except ValueError:
@@ -134,14 +204,10 @@ class Signer:
         return self.public_key.key_id
 
     def private_pem(self, password: bytes | None = None) -> bytes:
-        enc: serialization.KeySerializationEncryption = (
-            serialization.BestAvailableEncryption(password)
-            if password
-            else serialization.NoEncryption()
-        )
-        return self._key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc
-        )
+        s = _serialization()
+        enc = s.BestAvailableEncryption(password) if password else s.NoEncryption()
+        data: bytes = self._key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, enc)
+        return data
 
     def public_pem(self) -> bytes:
         return self.public_key.pem()

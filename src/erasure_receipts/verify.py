@@ -9,7 +9,6 @@ statement's own semantics (an "erased" receipt must describe a verified empty st
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .canonical import parse_strict
@@ -19,25 +18,36 @@ from .errors import (
     SignatureError,
     UntrustedKeyError,
 )
-from .receipt import EMPTY_ROOT_HEX, REQUIRED_OUT_OF_SCOPE, Receipt
+from .receipt import EMPTY_ROOT_HEX, REQUIRED_OUT_OF_SCOPE, Receipt, is_time
 from .signing import PublicKey
 
 __all__ = ["TrustStore", "TrustedKey", "VerifiedReceipt", "check_semantics", "verify_receipt"]
 
 
-@dataclass(frozen=True, slots=True)
 class TrustedKey:
     """A key the auditor trusts, optionally only for receipts issued in a time window.
 
     ``not_before``/``not_after`` are RFC 3339 UTC strings in the receipt's own format
-    (``YYYY-MM-DDTHH:MM:SSZ``); they compare correctly as strings. Rotation = a new key
-    with ``not_before`` set, and the old key given a ``not_after``.
+    (``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``). Rotation = a new key with ``not_before`` set,
+    and the old key given a ``not_after``.
     """
 
-    key: PublicKey
-    name: str = ""
-    not_before: str | None = None
-    not_after: str | None = None
+    __slots__ = ("key", "name", "not_after", "not_before")
+
+    def __init__(
+        self,
+        key: PublicKey,
+        name: str = "",
+        not_before: str | None = None,
+        not_after: str | None = None,
+    ) -> None:
+        self.key = key
+        self.name = name
+        self.not_before = not_before
+        self.not_after = not_after
+
+    def __repr__(self) -> str:
+        return f"TrustedKey({self.key!r}, name={self.name!r})"
 
     def valid_at(self, issued_at: str) -> bool:
         t = _normalise_time(issued_at)
@@ -97,27 +107,54 @@ class TrustStore:
             for f in ("name", "not_before", "not_after", "ed25519", "pem"):
                 if f in k and type(k[f]) is not str:
                     raise KeyFormatError(f"trust file keys[{i}].{f} must be a string")
-            pk = (
-                PublicKey.from_base64(k["ed25519"])
-                if "ed25519" in k
-                else PublicKey.from_pem(k["pem"].encode("utf-8"))
-            )
+            for f in ("not_before", "not_after"):
+                if f in k and not is_time(k[f]):
+                    raise KeyFormatError(
+                        f"trust file keys[{i}].{f} must be like 2026-01-31T00:00:00Z"
+                    )
+            try:
+                pem = k["pem"].encode("utf-8") if "pem" in k else b""
+            except UnicodeEncodeError:
+                raise KeyFormatError(f"trust file keys[{i}].pem is not valid text") from None
+            pk = PublicKey.from_base64(k["ed25519"]) if "ed25519" in k else PublicKey.from_pem(pem)
             out.append(TrustedKey(pk, k.get("name", ""), k.get("not_before"), k.get("not_after")))
         return cls(out)
 
 
-@dataclass(frozen=True, slots=True)
 class VerifiedReceipt:
     """Facts established by verification, and nothing else."""
 
-    receipt_id: str
-    thread_id: str
-    status: str
-    issued_at: str
-    pre_digest: str
-    key_id: str
-    key_name: str
-    statement: dict[str, Any]
+    __slots__ = (
+        "issued_at", "key_id", "key_name", "pre_digest", "receipt_id", "statement", "status",
+        "thread_id",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        receipt_id: str,
+        thread_id: str,
+        status: str,
+        issued_at: str,
+        pre_digest: str,
+        key_id: str,
+        key_name: str,
+        statement: dict[str, Any],
+    ) -> None:
+        self.receipt_id = receipt_id
+        self.thread_id = thread_id
+        self.status = status
+        self.issued_at = issued_at
+        self.pre_digest = pre_digest
+        self.key_id = key_id
+        self.key_name = key_name
+        self.statement = statement
+
+    def __repr__(self) -> str:
+        return (
+            f"VerifiedReceipt(receipt_id={self.receipt_id!r}, thread_id={self.thread_id!r}, "
+            f"key_id={self.key_id[:16]}...)"
+        )
 
 
 def check_semantics(statement: dict[str, Any]) -> None:

@@ -427,11 +427,13 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         other = None
         try:
             if isinstance(store, AsyncSqliteStore):
+                await store.conn.execute("PRAGMA secure_delete = ON")
                 async with store.conn.execute("PRAGMA database_list") as cur:
                     rows = await cur.fetchall()
                 other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
             elif isinstance(store, SqliteStore):
                 with store.lock:
+                    store.conn.execute("PRAGMA secure_delete = ON")
                     other = database_path(store.conn)
         except sqlite3.Error:
             other = None

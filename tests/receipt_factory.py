@@ -9,6 +9,7 @@ builds on these helpers, and a test checks that it reproduces the committed corp
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -140,13 +141,19 @@ def make_receipt(
     statement: dict[str, Any] | None = None, signer: Signer = TRUSTED, *, embed_key: bool = True
 ) -> Receipt:
     """``Receipt.sign`` over ``statement`` (default: ``make_statement()``)."""
-    return Receipt.sign(statement if statement is not None else make_statement(), signer,
-                        embed_key=embed_key)  # fmt: skip
+    return Receipt.sign(
+        statement if statement is not None else make_statement(), signer, embed_key=embed_key
+    )
+
+
+@functools.cache
+def _default_receipt_dict() -> dict[str, Any]:
+    return make_receipt().to_dict()
 
 
 def receipt_doc(receipt: Receipt | None = None) -> dict[str, Any]:
     """A deep copy of a receipt file's JSON object, ready to be tampered with."""
-    return copy.deepcopy((receipt or make_receipt()).to_dict())
+    return copy.deepcopy(receipt.to_dict() if receipt is not None else _default_receipt_dict())
 
 
 def dump(doc: Any) -> bytes:
@@ -179,3 +186,16 @@ def del_path(doc: Any, path: str) -> Any:
 def load_schema() -> dict[str, Any]:
     result: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     return result
+
+
+# An Ed25519 SubjectPublicKeyInfo / PKCS#8 key whose algorithm OID is 1.3.101.127 (not a
+# known key type): cryptography raises UnsupportedAlgorithm, not ValueError.
+UNKNOWN_OID_PUBLIC_PEM = (
+    b"-----BEGIN PUBLIC KEY-----\nMCowBQYDK2V/AyEAA6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=\n"
+    b"-----END PUBLIC KEY-----\n"
+)
+UNKNOWN_OID_PRIVATE_PEM = (
+    b"-----BEGIN PRIVATE KEY-----\n"
+    b"MC4CAQAwBQYDK2V/BCIEIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f\n"
+    b"-----END PRIVATE KEY-----\n"
+)

@@ -179,8 +179,9 @@ def _corruptions(
         for bit in (0, 7, 128, 255):
             p = [bytearray(x) for x in proof]
             p[i][bit // 8] ^= 1 << (bit % 8)
-            out.append((f"flip bit {bit} of proof[{i}]", index, size, leaf, [bytes(x) for x in p],
-                        root))  # fmt: skip
+            out.append(
+                (f"flip bit {bit} of proof[{i}]", index, size, leaf, [bytes(x) for x in p], root)
+            )
     out.append(("truncated proof", index, size, leaf, proof[:-1], root))
     out.append(("empty proof", index, size, leaf, [], root))
     out.append(("extra element", index, size, leaf, [*proof, LEAF_HASHES[0]], root))
@@ -191,8 +192,9 @@ def _corruptions(
     out.append(("wrong root", index, size, leaf, proof, _root_of(size - 1)))
     out.append(("root flipped", index, size, leaf, proof, bytes([root[0] ^ 1]) + root[1:]))
     out.append(("wrong leaf", index, size, LEAF_HASHES[(index + 1) % 8], proof, root))
-    out.append(("leaf data not hash", index, size, hashlib.sha256(LEAVES[index]).digest(), proof,
-                root))  # fmt: skip
+    out.append(
+        ("leaf data not hash", index, size, hashlib.sha256(LEAVES[index]).digest(), proof, root)
+    )
     out.append(("size 0", index, 0, leaf, proof, root))
     return out
 
@@ -305,19 +307,33 @@ def test_encode_row_is_unambiguous_across_boundaries(a: Row, b: Row) -> None:
 @given(
     st.tuples(
         st.text(max_size=4),
-        st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=4), st.binary(max_size=4)),
-                 max_size=3),
-        st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.integers(),
-                 st.text(max_size=3), st.binary(max_size=3))), max_size=3),
+        st.lists(
+            st.one_of(st.none(), st.integers(), st.text(max_size=4), st.binary(max_size=4)),
+            max_size=3,
+        ),
+        st.lists(
+            st.tuples(
+                st.text(max_size=3),
+                st.one_of(st.none(), st.integers(), st.text(max_size=3), st.binary(max_size=3)),
+            ),
+            max_size=3,
+        ),
     ),
     st.tuples(
         st.text(max_size=4),
-        st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=4), st.binary(max_size=4)),
-                 max_size=3),
-        st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.integers(),
-                 st.text(max_size=3), st.binary(max_size=3))), max_size=3),
+        st.lists(
+            st.one_of(st.none(), st.integers(), st.text(max_size=4), st.binary(max_size=4)),
+            max_size=3,
+        ),
+        st.lists(
+            st.tuples(
+                st.text(max_size=3),
+                st.one_of(st.none(), st.integers(), st.text(max_size=3), st.binary(max_size=3)),
+            ),
+            max_size=3,
+        ),
     ),
-)  # fmt: skip
+)
 def test_encode_row_is_injective(a: Row, b: Row) -> None:
     def norm(row: Row) -> Row:
         table, pk, cols = row

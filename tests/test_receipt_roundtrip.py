@@ -8,6 +8,7 @@ import base64
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -16,13 +17,32 @@ from typing import Any
 
 import pytest
 import rfc8785
+from cryptography.exceptions import UnsupportedAlgorithm
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError as SslibVerificationError
+from securesystemslib.signer import SSlibKey
+
+from erasure_receipts.cli import verify_main
+from erasure_receipts.errors import (
+    KeyFormatError,
+    MalformedReceiptError,
+    ReceiptSemanticsError,
+    SignatureError,
+    UntrustedKeyError,
+)
+from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt, validate_statement
+from erasure_receipts.signing import PublicKey, Signer
+from erasure_receipts.verify import TrustedKey, TrustStore, verify_receipt
 from receipt_factory import (
     ATTACKER,
     ISSUED_AT,
     RECEIPT_ID,
     THREAD_ID,
     TRUSTED,
+    UNKNOWN_OID_PUBLIC_PEM,
     dump,
     load_schema,
     make_receipt,
@@ -30,21 +50,6 @@ from receipt_factory import (
     receipt_doc,
     set_path,
 )
-from securesystemslib.dsse import Envelope
-from securesystemslib.exceptions import VerificationError as SslibVerificationError
-from securesystemslib.signer import SSlibKey
-
-from erasure_receipts.errors import (
-    KeyFormatError,
-    MalformedReceiptError,
-    ReceiptSemanticsError,
-    SignatureError,
-    UntrustedKeyError,
-    VerificationError,
-)
-from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt, validate_statement
-from erasure_receipts.signing import PublicKey, Signer
-from erasure_receipts.verify import TrustedKey, TrustStore, verify_receipt
 
 CLI = "from erasure_receipts.cli import main; main()"
 VALIDATOR = Draft202012Validator(load_schema())
@@ -103,8 +108,17 @@ def test_schema_is_a_valid_draft_2020_12_schema() -> None:
         make_receipt(),
         make_receipt(embed_key=False),
         make_receipt(signer=ATTACKER),
-        make_receipt(make_statement(thread_id="\u00e9\U0001f600 \"quoted\"\n", store_namespaces=[])),
-        make_receipt(make_statement(pre_tables={}, pre_digest="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", post_tables={}, residue=[], tombstone=False, issued_at="2026-11-29T12:00:00.123456Z")),  # noqa: E501
+        make_receipt(make_statement(thread_id='\u00e9\U0001f600 "quoted"\n', store_namespaces=[])),
+        make_receipt(
+            make_statement(
+                pre_tables={},
+                pre_digest="e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                post_tables={},
+                residue=[],
+                tombstone=False,
+                issued_at="2026-11-29T12:00:00.123456Z",
+            )
+        ),
     ],
     ids=["default", "no-embedded-key", "attacker", "unicode-thread", "empty-thread"],
 )
@@ -126,8 +140,11 @@ def test_verify_receipt_api() -> None:
     for data in (r.to_json(), r, json.dumps(r.to_dsse()).encode()):
         v = verify_receipt(data, [TRUSTED.public_key])
         assert (v.receipt_id, v.thread_id, v.status, v.issued_at) == (
-            RECEIPT_ID, THREAD_ID, "erased", ISSUED_AT,
-        )  # fmt: skip
+            RECEIPT_ID,
+            THREAD_ID,
+            "erased",
+            ISSUED_AT,
+        )
         assert v.key_id == TRUSTED.key_id
         assert v.pre_digest == r.pre_digest
         assert v.statement == make_statement()
@@ -156,8 +173,9 @@ def test_tampered_statement_fails_signature() -> None:
 
 
 def test_semantics_checked_only_after_signature() -> None:
-    st = make_statement(post_tables={"checkpoints": {"rows": 0, "bytes": 0},
-                                     "writes": {"rows": 0, "bytes": 1}})  # fmt: skip
+    st = make_statement(
+        post_tables={"checkpoints": {"rows": 0, "bytes": 0}, "writes": {"rows": 0, "bytes": 1}}
+    )
     bad = Receipt.sign(st, TRUSTED)
     with pytest.raises(ReceiptSemanticsError) as exc:
         verify_receipt(bad.to_json(), [TRUSTED.public_key])
@@ -306,9 +324,11 @@ def test_tampered_dsse_fails_securesystemslib(files: dict[str, Path]) -> None:
 
 def test_securesystemslib_signed_envelope_verifies_with_us() -> None:
     """The other direction: an envelope built by securesystemslib from our payload."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
     from securesystemslib.signer import CryptoSigner
 
-    signer = CryptoSigner(TRUSTED._key, sslib_key(TRUSTED.public_key))
+    private_key = load_pem_private_key(TRUSTED.private_pem(), password=None)
+    signer = CryptoSigner(private_key, sslib_key(TRUSTED.public_key))
     env = Envelope(rfc8785.dumps(make_statement()), DSSE_PAYLOAD_TYPE, {})
     env.sign(signer)
     data = json.dumps(env.to_dict()).encode()
@@ -368,8 +388,16 @@ def test_cli_keygen(tmp_path: Path) -> None:
 
 def test_cli_keygen_with_password(tmp_path: Path) -> None:
     env = dict(os.environ, RECEIPT_KEY_PASSWORD="s3cret")
-    proc = run_cli("keygen", "--out", tmp_path, "--name", "enc",
-                   "--password-env", "RECEIPT_KEY_PASSWORD", env=env)  # fmt: skip
+    proc = run_cli(
+        "keygen",
+        "--out",
+        tmp_path,
+        "--name",
+        "enc",
+        "--password-env",
+        "RECEIPT_KEY_PASSWORD",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     data = (tmp_path / "enc.key").read_bytes()
     assert b"ENCRYPTED" in data
@@ -404,15 +432,25 @@ def test_cli_show(files: dict[str, Path]) -> None:
 def test_cli_trust_file_rotation(tmp_path: Path) -> None:
     key_b = Signer.from_seed(b"\x02" * 32)
     trust = tmp_path / "trust.json"
-    trust.write_text(json.dumps({
-        "trust_version": 1,
-        "keys": [
-            {"name": "key-a", "pem": TRUSTED.public_pem().decode(),
-             "not_after": "2026-06-01T00:00:00Z"},
-            {"name": "key-b", "ed25519": key_b.public_key.b64(),
-             "not_before": "2026-06-01T00:00:00Z"},
-        ],
-    }))  # fmt: skip
+    trust.write_text(
+        json.dumps(
+            {
+                "trust_version": 1,
+                "keys": [
+                    {
+                        "name": "key-a",
+                        "pem": TRUSTED.public_pem().decode(),
+                        "not_after": "2026-06-01T00:00:00Z",
+                    },
+                    {
+                        "name": "key-b",
+                        "ed25519": key_b.public_key.b64(),
+                        "not_before": "2026-06-01T00:00:00Z",
+                    },
+                ],
+            }
+        )
+    )
     old = tmp_path / "signed-by-a.json"
     make_receipt().save(old)  # issued 2026-11-29, after key A was retired
     new = tmp_path / "signed-by-b.json"
@@ -446,8 +484,9 @@ def test_cli_trust_file_rotation(tmp_path: Path) -> None:
 
 
 def test_trusted_key_window_orders_fractional_seconds() -> None:
-    tk = TrustedKey(TRUSTED.public_key, not_before="2026-01-01T00:00:00.5Z",
-                    not_after="2026-01-01T00:00:01Z")  # fmt: skip
+    tk = TrustedKey(
+        TRUSTED.public_key, not_before="2026-01-01T00:00:00.5Z", not_after="2026-01-01T00:00:01Z"
+    )
     assert not tk.valid_at("2026-01-01T00:00:00Z")
     assert not tk.valid_at("2026-01-01T00:00:00.499999Z")
     assert tk.valid_at("2026-01-01T00:00:00.5Z")
@@ -483,6 +522,37 @@ def test_malformed_trust_file_bytes() -> None:
             TrustStore.from_json(data)
 
 
+_TRUST_BYTES = json.dumps(
+    {
+        "trust_version": 1,
+        "keys": [
+            {
+                "name": "a",
+                "pem": TRUSTED.public_pem().decode(),
+                "not_after": "2027-01-01T00:00:00Z",
+            },
+            {"ed25519": ATTACKER.public_key.b64(), "not_before": "2026-01-01T00:00:00.5Z"},
+        ],
+    },
+    indent=1,
+).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(_TRUST_BYTES) - 1), st.integers(0, 255))
+def test_trust_file_mutations_raise_only_key_format_errors(pos: int, value: int) -> None:
+    data = _TRUST_BYTES[:pos] + bytes([value]) + _TRUST_BYTES[pos + 1 :]
+    try:
+        store = TrustStore.from_json(data)
+    except UnsupportedAlgorithm:
+        return  # known src bug: see test_cli_key_with_unknown_algorithm_is_a_usage_error
+    except KeyFormatError:
+        return
+    for tk in store:
+        for t in ("2026-06-01T00:00:00Z", "2027-06-01T00:00:00.123Z"):
+            assert tk.valid_at(t) in (True, False)
+
+
 # -- CLI: exit codes --------------------------------------------------------------------------
 
 
@@ -513,12 +583,21 @@ def test_cli_missing_receipt_file_exits_3(files: dict[str, Path]) -> None:
     # unreadable wins over invalid, and valid files are still reported
     bad = files["dir"] / "bad.json"
     bad.write_text("{}")
-    proc = run_cli("verify", "--json", files["receipt"], bad, files["dir"] / "missing.json",
-                   "--key", files["pub"])  # fmt: skip
+    proc = run_cli(
+        "verify",
+        "--json",
+        files["receipt"],
+        bad,
+        files["dir"] / "missing.json",
+        "--key",
+        files["pub"],
+    )
     assert proc.returncode == 3
     assert one_json_document(proc.stdout)["counts"] == {
-        "verified": 1, "invalid": 1, "unreadable": 1,
-    }  # fmt: skip
+        "verified": 1,
+        "invalid": 1,
+        "unreadable": 1,
+    }
 
 
 def test_cli_missing_key_file_exits_3(files: dict[str, Path]) -> None:
@@ -530,10 +609,15 @@ def test_cli_missing_key_file_exits_3(files: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"not a pem", b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
-     TRUSTED.private_pem(), b"\xff" * 10],
+    [
+        b"",
+        b"not a pem",
+        b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+        TRUSTED.private_pem(),
+        b"\xff" * 10,
+    ],
     ids=["empty", "text", "bad-pem", "private-key", "binary"],
-)  # fmt: skip
+)
 def test_cli_malformed_key_file_exits_2(files: dict[str, Path], content: bytes) -> None:
     bad = files["dir"] / "bad.pem"
     bad.write_bytes(content)
@@ -555,6 +639,83 @@ def test_cli_too_large_key_file_exits_2(files: dict[str, Path]) -> None:
     assert run_cli("verify", files["receipt"], "--key", big).returncode == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["{receipt}", "--key={pub}"], 0),
+        (["--key", "{pub}", "--json", "--", "{receipt}"], 0),
+        (["{receipt}", "--key", "{pub}", "--key", "{attacker}"], 0),
+        (["{receipt}", "--trust", "{trust}", "-q"], 0),
+        (["{receipt}", "--key"], 2),
+        (["{receipt}", "--key", "--json"], 2),
+        (["{receipt}", "--trust", "{trust}", "--trust", "{trust}"], 2),
+        (["{receipt}", "--key", "{pub}", "--bogus"], 2),
+        (["{receipt}", "--key", "{pub}", "--json=yes"], 2),
+        (["--key", "{pub}"], 2),
+        (["--key", "{pub}", "--", "--json"], 3),  # after --, "--json" is a file name
+        (["-h"], 0),
+        (["--help", "--key"], 2),
+    ],
+)
+def test_verify_argument_parsing(
+    files: dict[str, Path], argv: list[str], code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trust = files["dir"] / "trust.json"
+    trust.write_text(
+        json.dumps({"trust_version": 1, "keys": [{"ed25519": TRUSTED.public_key.b64()}]})
+    )
+    names = {k: str(v) for k, v in files.items()} | {"trust": str(trust)}
+    assert verify_main([a.format(**names) for a in argv]) == code
+    out, err = capsys.readouterr()
+    if code == 2:
+        assert err.startswith("receipt verify: error:")
+    if argv == ["-h"]:
+        assert "--trust" in out and "exit codes" in out
+    if "-q" in argv:
+        assert out == ""
+    if "--json" in argv[:3] and code == 0:
+        assert one_json_document(out)["ok"] is True
+
+
+# Regression: a FIFO named *.json inside a directory must not block open() forever.
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_cli_verify_directory_with_fifo_does_not_hang(files: dict[str, Path]) -> None:
+    d = files["dir"] / "with-fifo"
+    d.mkdir()
+    (d / "good.json").write_bytes(make_receipt().to_json())
+    os.mkfifo(d / "pipe.json")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", CLI, "verify", "--json", str(d), "--key", str(files["pub"])],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("receipt verify hung on a FIFO")
+    assert proc.returncode in (0, 3)
+    doc = one_json_document(proc.stdout)
+    assert doc["counts"]["verified"] == 1
+
+
+@pytest.mark.parametrize("how", ["--key", "--trust"])
+def test_cli_key_with_unknown_algorithm_is_a_usage_error(files: dict[str, Path], how: str) -> None:
+    path = files["dir"] / "odd.pem"
+    path.write_bytes(UNKNOWN_OID_PUBLIC_PEM)
+    if how == "--trust":
+        path = files["dir"] / "trust.json"
+        doc = {"trust_version": 1, "keys": [{"pem": UNKNOWN_OID_PUBLIC_PEM.decode()}]}
+        path.write_text(json.dumps(doc))
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI, "verify", str(files["receipt"]), how, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2
+
+
 # -- import hygiene ------------------------------------------------------------------------------
 
 
@@ -572,7 +733,7 @@ def test_verify_path_imports_no_langgraph_or_database_drivers() -> None:
     assert offenders == []
 
 
-# -- validator vs schema, and bugs found in src --------------------------------------------------
+# -- validator vs schema, and regressions --------------------------------------------------------
 
 
 def _schema_accepts(doc: dict[str, Any]) -> bool:
@@ -640,19 +801,78 @@ def test_validator_agrees_with_json_schema(path: str, value: Any) -> None:
     assert _validator_accepts(doc) == _schema_accepts(doc)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="src bug: receipt.py validate_statement tests membership of JSON values in "
-    "frozensets (status line 200, checks[].result line 236, residue[].status line 244); "
-    "an array/object value is unhashable and raises TypeError instead of "
-    "MalformedReceiptError(reason='schema')",
-)
+def _schema_pattern(*path: str) -> str:
+    node: Any = load_schema()
+    for part in path:
+        node = node[part]
+    pattern = node["pattern"]
+    assert pattern.startswith("^") and pattern.endswith("$")
+    return str(pattern[1:-1])
+
+
+# (where the validator checks a format, the schema's regex for it)
+FORMAT_FIELDS = {
+    "statement.predicate.pre_state.digest.sha256": _schema_pattern("$defs", "hex64"),
+    "statement.predicate.backend.kind": _schema_pattern("$defs", "name"),
+    "statement.predicate.receipt_id": _schema_pattern(
+        "$defs", "predicate", "properties", "receipt_id"
+    ),
+    "statement.predicate.issued_at": _schema_pattern(
+        "$defs", "predicate", "properties", "issued_at"
+    ),
+}
+# Characters that matter to those formats, plus look-alikes that must be refused:
+# Unicode digits (Arabic-Indic, fullwidth, superscript), lowercase t/z, whitespace.
+FORMAT_ALPHABET = "0123456789abcdefABCDEF-:._TZtz+/ \n\u0663\uff12\u00b2g\u00e9"
+
+
+@st.composite
+def _format_candidates(draw: st.DrawFn) -> tuple[str, str]:
+    path = draw(st.sampled_from(sorted(FORMAT_FIELDS)))
+    valid = st.from_regex(FORMAT_FIELDS[path], fullmatch=True)
+    text = draw(
+        st.one_of(
+            valid,
+            st.text(FORMAT_ALPHABET, max_size=70),
+            # near misses: one edit away from a valid value
+            st.tuples(
+                valid, st.integers(0, 80), st.sampled_from(FORMAT_ALPHABET), st.integers(0, 2)
+            ).map(lambda t: _edit(*t)),
+        )
+    )
+    return path, text
+
+
+def _edit(text: str, pos: int, ch: str, how: int) -> str:
+    pos = min(pos, len(text))
+    if how == 0:
+        return text[:pos] + ch + text[pos + 1 :]  # replace (or append at the end)
+    if how == 1:
+        return text[:pos] + ch + text[pos:]  # insert
+    return text[:pos] + text[pos + 1 :]  # delete
+
+
+@settings(max_examples=250, deadline=None)
+@given(_format_candidates())
+def test_format_checks_agree_with_schema_patterns(case: tuple[str, str]) -> None:
+    """The validator's hand-written format checks accept exactly the schema's regexes
+    (evaluated with ECMAScript semantics: ``$`` is the end of the string, digits are ASCII)."""
+    path, text = case
+    expected = bool(re.fullmatch(FORMAT_FIELDS[path], text)) and 1 <= len(text) <= 1024
+    doc = set_path(receipt_doc(), path, text)
+    assert _validator_accepts(doc) == expected, (path, text)
+
+
+# Regression: validate_statement tested JSON values for membership in frozensets, so an
+# array/object status or result raised TypeError instead of a schema error.
 @pytest.mark.parametrize(
     "path",
-    ["statement.predicate.status", "statement.predicate.checks.0.result",
-     "statement.predicate.residue.0.status"],
-)  # fmt: skip
+    [
+        "statement.predicate.status",
+        "statement.predicate.checks.0.result",
+        "statement.predicate.residue.0.status",
+    ],
+)
 def test_unhashable_enum_values_are_schema_errors(path: str) -> None:
     doc = set_path(receipt_doc(), path, [])
     assert not _schema_accepts(doc)
@@ -661,31 +881,25 @@ def test_unhashable_enum_values_are_schema_errors(path: str) -> None:
     assert exc.value.reason == "schema"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: receipt.py line 68 _TIME uses \\d, which matches any Unicode digit; "
-    "the schema's issued_at pattern is [0-9], so the verifier accepts (and compares "
-    "against trust windows as text) issued_at values the schema rejects",
-)
+# Regression: the issued_at pattern used \d, which matches any Unicode digit; the schema
+# (and trust-window comparison) needs ASCII [0-9].
 def test_issued_at_must_use_ascii_digits() -> None:
-    st = make_statement(issued_at="\uff12\uff10\uff12\uff16-11-29T12:00:00Z")  # fullwidth
-    with pytest.raises(VerificationError):
-        r = Receipt.sign(st, TRUSTED)
-        assert not _schema_accepts(json.loads(r.to_json()))
-        verify_receipt(r.to_json(), [TRUSTED.public_key])
+    fullwidth = "\uff12\uff10\uff12\uff16-11-29T12:00:00Z"
+    doc = set_path(receipt_doc(), "statement.predicate.issued_at", fullwidth)
+    assert not _schema_accepts(doc)
+    with pytest.raises(MalformedReceiptError) as exc:
+        validate_statement(doc["statement"])
+    assert exc.value.reason == "schema"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: verify.py TrustStore.from_json does not validate not_before/not_after; "
-    "_normalise_time compares them as text, so RFC 3339 offsets or lowercase t/z are "
-    "silently misordered (a key retired at 10:30Z written as 12:30+02:00 is still "
-    "accepted for a receipt issued at 12:00Z)",
-)
+# Regression: trust-file not_before/not_after were not validated and were compared as
+# text, so RFC 3339 offsets or lowercase t/z were silently misordered.
 @pytest.mark.parametrize("not_after", ["2026-11-29T12:30:00+02:00", "2026-11-29t00:00:00z"])
 def test_trust_file_times_are_validated_or_compared_as_instants(not_after: str) -> None:
-    doc = {"trust_version": 1,
-           "keys": [{"ed25519": TRUSTED.public_key.b64(), "not_after": not_after}]}  # fmt: skip
+    doc = {
+        "trust_version": 1,
+        "keys": [{"ed25519": TRUSTED.public_key.b64(), "not_after": not_after}],
+    }
     try:
         store = TrustStore.from_json(json.dumps(doc).encode())
     except KeyFormatError:
@@ -694,45 +908,37 @@ def test_trust_file_times_are_validated_or_compared_as_instants(not_after: str) 
         verify_receipt(make_receipt().to_json(), store)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: verify.py line 103 encodes the trust file's pem string with strict "
-    "UTF-8; a lone surrogate (JSON \\ud800) raises UnicodeEncodeError, which verify_main "
-    "does not catch: traceback and exit 1 instead of a bad-key usage error (exit 2)",
-)
+# Regression: a lone surrogate in a trust file's pem string raised UnicodeEncodeError
+# out of verify_main (traceback, exit 1).
 def test_trust_file_pem_with_lone_surrogate_is_a_usage_error(files: dict[str, Path]) -> None:
     trust = files["dir"] / "trust.json"
     trust.write_text('{"trust_version": 1, "keys": [{"pem": "\\ud800"}]}')
-    proc = subprocess.run([sys.executable, "-c", CLI, "verify", str(files["receipt"]),
-                           "--trust", str(trust)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI, "verify", str(files["receipt"]), "--trust", str(trust)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: app.py show (line 131) indexes post['tables'][t] for every pre-state "
-    "table; `receipt show` (which does not verify) crashes with KeyError on a schema-valid "
-    "receipt whose post_state lists different tables",
-)
+# Regression: `receipt show` indexed post['tables'][t] for every pre-state table and
+# crashed with KeyError on a schema-valid receipt listing different tables.
 def test_cli_show_handles_unverified_inconsistent_receipt(tmp_path: Path) -> None:
     st = make_statement(post_tables={"other": {"rows": 0, "bytes": 0}})
     path = tmp_path / "r.json"
     Receipt.sign(st, TRUSTED).save(path)
-    proc = subprocess.run([sys.executable, "-c", CLI, "show", str(path)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI, "show", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 0
     assert "NOT verified" in proc.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: cli.py verify_main writes file paths to stdout unescaped (line 160 "
-    "human output; line 172 json.dumps(ensure_ascii=False)); a file name that is not "
-    "valid UTF-8 (surrogateescape'd) raises UnicodeEncodeError when stdout is strict "
-    "UTF-8 (e.g. PYTHONIOENCODING=utf-8), or emits invalid UTF-8 in the --json document",
-)
+# Regression: file names that are not valid UTF-8 were written to stdout unescaped
+# (UnicodeEncodeError under strict UTF-8 stdout; invalid UTF-8 in the --json document).
 @pytest.mark.parametrize("as_json", [False, True])
 def test_cli_verify_undecodable_file_name(tmp_path: Path, as_json: bool) -> None:
     d = tmp_path / "d"
@@ -746,8 +952,9 @@ def test_cli_verify_undecodable_file_name(tmp_path: Path, as_json: bool) -> None
     pub.write_bytes(TRUSTED.public_pem())
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     args = [sys.executable, "-c", CLI, "verify", str(d), "--key", str(pub)]
-    proc = subprocess.run([*args, "--json"] if as_json else args, capture_output=True,
-                          timeout=60, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [*args, "--json"] if as_json else args, capture_output=True, timeout=60, env=env
+    )
     assert b"Traceback" not in proc.stderr
     assert proc.returncode == 0
     proc.stdout.decode("utf-8")  # valid UTF-8 output

@@ -8,10 +8,18 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, rsa
-from receipt_factory import ATTACKER, TRUSTED, TRUSTED_SEED
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from erasure_receipts.errors import KeyFormatError
 from erasure_receipts.signing import PublicKey, Signer, key_id, pae
+from receipt_factory import (
+    ATTACKER,
+    TRUSTED,
+    TRUSTED_SEED,
+    UNKNOWN_OID_PRIVATE_PEM,
+    UNKNOWN_OID_PUBLIC_PEM,
+)
 
 
 def test_generate_and_private_pem_round_trip() -> None:
@@ -89,14 +97,18 @@ def test_non_ed25519_keys_are_rejected() -> None:
     with pytest.raises(KeyFormatError):
         Signer.from_pem(ec_priv_pem)
 
-    ed448_pub = ed448.Ed448PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ed448_pub = (
+        ed448.Ed448PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     with pytest.raises(KeyFormatError):
         PublicKey.from_pem(ed448_pub)
 
-    rsa_pub = rsa.generate_private_key(65537, 1024).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    rsa_pub = (
+        rsa.generate_private_key(65537, 1024)
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     with pytest.raises(KeyFormatError):
         PublicKey.from_pem(rsa_pub)
@@ -151,3 +163,62 @@ def test_repr_does_not_leak_private_material() -> None:
     assert TRUSTED.key_id[:16] in text
     assert TRUSTED.private_pem().decode() not in text
     assert TRUSTED_SEED.hex() not in text
+
+
+def test_unknown_algorithm_public_key_is_key_format_error() -> None:
+    with pytest.raises(KeyFormatError):
+        PublicKey.from_pem(UNKNOWN_OID_PUBLIC_PEM)
+
+
+def test_unknown_algorithm_private_key_is_key_format_error() -> None:
+    with pytest.raises(KeyFormatError):
+        Signer.from_pem(UNKNOWN_OID_PRIVATE_PEM)
+
+
+# -- differential / robustness --------------------------------------------------------------
+
+_PEM = TRUSTED.public_pem()
+
+
+def _crypto_ed25519_raw(data: bytes) -> bytes | None:
+    """What the cryptography package makes of ``data``: the raw Ed25519 key, or None."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        key = serialization.load_pem_public_key(data)
+    except Exception:
+        return None
+    if not isinstance(key, Ed25519PublicKey):
+        return None
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, len(_PEM) - 1), st.integers(0, 255), st.booleans())
+def test_from_pem_mutations(pos: int, value: int, insert: bool) -> None:
+    data = _PEM[:pos] + bytes([value]) + _PEM[pos + (0 if insert else 1) :]
+    reference = _crypto_ed25519_raw(data)
+    try:
+        pub = PublicKey.from_pem(data)
+    except KeyFormatError:
+        assert reference is None, "cryptography loads a key that PublicKey.from_pem rejects"
+        return
+    # Whatever we accept must be the key cryptography reads (when it reads one at all).
+    if reference is not None:
+        assert pub.raw == reference
+    assert pub.key_id == key_id(pub.raw)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _PEM.replace(b"\n", b"\r\n"),
+        b"\n\n" + _PEM + b"\n\n",
+        _PEM + ATTACKER.public_pem(),
+    ],
+    ids=["crlf", "blank-lines", "two-keys"],
+)
+def test_from_pem_agrees_with_cryptography(data: bytes) -> None:
+    reference = _crypto_ed25519_raw(data)
+    assert reference is not None
+    assert PublicKey.from_pem(data).raw == reference

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -77,8 +78,10 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
                 raise _UsageError(f"unrecognized option {arg!r}")
             if not eq:
                 value = next(it, "")
-                if not value or value.startswith("--"):
-                    raise _UsageError(f"{name} needs a file argument")
+                if value.startswith("--"):
+                    value = ""
+            if not value:
+                raise _UsageError(f"{name} needs a file argument")
             if name == "--key":
                 a.key.append(value)
             elif a.trust is not None:
@@ -91,11 +94,23 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
 
 
 def _read_input(path: str) -> bytes:
+    # O_NONBLOCK + a regular-file check: a FIFO or device named *.json must not hang a
+    # batch verify; it is reported as unreadable instead.
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InputError(f"cannot read {_display(path)}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"cannot read {_display(path)}: not a regular file")
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
             data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise InputError(f"cannot read {_display(path)}: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(data) > MAX_INPUT_BYTES:
         raise MalformedReceiptError(
             f"input is over the {MAX_INPUT_BYTES}-byte limit", reason="too_large"
@@ -122,7 +137,11 @@ def _expand(paths: Sequence[str]) -> Iterator[str]:
             found = []
             for root, dirs, files in os.walk(p):
                 dirs.sort()
-                found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+                found += [
+                    path
+                    for f in files
+                    if f.endswith(".json") and os.path.isfile(path := os.path.join(root, f))
+                ]
             yield from sorted(found)
         else:
             yield p

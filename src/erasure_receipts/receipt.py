@@ -336,6 +336,8 @@ class Signature:
         return f"Signature(keyid={self.keyid[:16]}...)"
 
     def to_json(self) -> dict[str, str]:
+        if not self.keyid:
+            return {"sig": b64encode(self.sig)}
         return {"keyid": self.keyid, "sig": b64encode(self.sig)}
 
 
@@ -354,16 +356,19 @@ def _b64(v: Any, path: JPath, max_len: int = 4096) -> bytes:
         raise _fail(path, "is not valid base64") from None
 
 
-def _signatures(v: Any) -> tuple[Signature, ...]:
+_K_SIG_DSSE = frozenset(("sig",))
+
+
+def _signatures(v: Any, *, dsse: bool = False) -> tuple[Signature, ...]:
+    """Parse signatures. In a DSSE envelope ``keyid`` is optional (DSSE makes it a hint);
+    a missing one is kept as "" and the verifier then tries each trusted key."""
     out = []
     for i, s in enumerate(_list(v, "signatures", 1)):
-        s = _obj(s, ("signatures", i), _K_SIG)
-        out.append(
-            Signature(
-                _str(s["keyid"], ("signatures", i, "keyid"), is_hex64),
-                _b64(s["sig"], ("signatures", i, "sig"), 128),
-            )
-        )
+        s = _obj(s, ("signatures", i), _K_SIG_DSSE if dsse else _K_SIG, _K_SIG)
+        kid = s.get("keyid", "")
+        if kid or not dsse:
+            _str(kid, ("signatures", i, "keyid"), is_hex64)
+        out.append(Signature(kid, _b64(s["sig"], ("signatures", i, "sig"), 128)))
     return tuple(out)
 
 
@@ -501,7 +506,7 @@ class Receipt:
             raise MalformedReceiptError(
                 "DSSE payload is not in RFC 8785 canonical form", reason="not_canonical"
             )
-        return cls(st, _signatures(env["signatures"]), None, payload)
+        return cls(st, _signatures(env["signatures"], dsse=True), None, payload)
 
     def save(self, path: str | os.PathLike[str], *, exist_ok: bool = False) -> str:
         """Write durably: temp file, fsync, atomic rename, fsync of the directory."""

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - other Pythons
     from hashlib import sha256
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -127,8 +127,8 @@ class PublicKey:
         # Not the canonical Ed25519 form: let cryptography explain what it is.
         try:
             key = _serialization().load_pem_public_key(data)
-        except (ValueError, TypeError):
-            raise KeyFormatError("not a PEM public key") from None
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            raise KeyFormatError("not a PEM public key of a supported type") from None
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFormatError(f"not an Ed25519 key ({type(key).__name__})")
         return cls(key)
@@ -186,7 +186,7 @@ class Signer:
             key = _serialization().load_pem_private_key(data, password=password)
         except TypeError as exc:  # password missing or given for an unencrypted key
             raise KeyFormatError(f"cannot load private key: {exc}") from None
-        except ValueError:
+        except (ValueError, UnsupportedAlgorithm):
             raise KeyFormatError("not a PEM private key, or wrong password") from None
         if not isinstance(key, Ed25519PrivateKey):
             raise KeyFormatError(f"not an Ed25519 key ({type(key).__name__})")

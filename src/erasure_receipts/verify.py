@@ -203,9 +203,12 @@ def verify_receipt(
     expired: TrustedKey | None = None
     bad_trusted = False
     for sig in receipt.signatures:
-        for tk in trust.get(sig.keyid):
+        # A DSSE signature without a key id hint is tried against every trusted key.
+        for tk in trust.get(sig.keyid) if sig.keyid else list(trust):
             if not tk.key.verify(sig.sig, message):
-                bad_trusted = True
+                # Only a signature that names a trusted key proves tampering; a keyless
+                # one that fails may simply be someone else's.
+                bad_trusted = bad_trusted or bool(sig.keyid)
             elif tk.valid_at(issued_at):
                 accepted = tk
                 break
@@ -221,7 +224,7 @@ def verify_receipt(
             )
         if bad_trusted:
             raise SignatureError("signature does not match the statement (tampered?)")
-        ids = ", ".join(s.keyid[:16] for s in receipt.signatures)
+        ids = ", ".join(s.keyid[:16] or "(no key id)" for s in receipt.signatures)
         emb = receipt.public_key
         if emb is not None and any(
             s.keyid == emb.key_id and emb.verify(s.sig, message) for s in receipt.signatures

@@ -1,0 +1,406 @@
+"""Generate the golden receipt corpus used by ``tests/test_golden_corpus.py``.
+
+    python tests/golden/make_corpus.py [OUT_DIR]      # default: tests/golden
+
+Writes ``good/`` (receipts that must verify), ``bad/`` (receipts that must be rejected,
+with ``bad/EXPECTED.json`` mapping each file name to its exit code and reason code) and
+``keys/trusted.pub.pem`` (the only key auditors trust). Output is deterministic: fixed
+seeds, ids and times, and Ed25519 signatures are deterministic. A test re-runs this
+script into a temporary directory and requires byte-identical output, so the committed
+corpus cannot drift silently; after an intentional format change, re-run the script and
+commit the result.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from erasure_receipts.canonical import MAX_INPUT_BYTES, canonicalize
+from erasure_receipts.digest import MerkleTree
+from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt
+from erasure_receipts.signing import Signer, pae
+from receipt_factory import (
+    ATTACKER,
+    TRUSTED,
+    del_path,
+    dump,
+    make_receipt,
+    make_statement,
+    receipt_doc,
+    set_path,
+)
+
+HERE = Path(__file__).resolve().parent
+
+BAD_SIG = "bad_signature"
+EXIT_INVALID = 1
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _good_bytes() -> bytes:
+    return make_receipt().to_json()
+
+
+def _tampered(path: str, value: Any) -> bytes:
+    return dump(set_path(receipt_doc(), path, value))
+
+
+def _removed(path: str) -> bytes:
+    return dump(del_path(receipt_doc(), path))
+
+
+def _replace_once(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert data.count(old) >= 1, old
+    return data.replace(old, new, 1)
+
+
+def _resigned(mutate: Callable[[dict[str, Any]], None], signer: Signer = TRUSTED) -> bytes:
+    """A statement changed *before* signing: the signature is valid, the content is not."""
+    st = make_statement()
+    mutate(st)
+    return Receipt.sign(st, signer).to_json()
+
+
+def _dsse(
+    payload: bytes, signer: Signer = TRUSTED, payload_type: str = DSSE_PAYLOAD_TYPE, **extra: Any
+) -> bytes:
+    env = {
+        "payloadType": payload_type,
+        "payload": _b64(payload),
+        "signatures": [
+            {"keyid": signer.key_id, "sig": _b64(signer.sign(pae(payload_type, payload)))}
+        ],
+        **extra,
+    }
+    return (json.dumps(env, indent=2) + "\n").encode("utf-8")
+
+
+def _nonempty_root(n: int) -> str:
+    tree = MerkleTree()
+    for i in range(n):
+        tree.append(b"leftover-%d" % i)
+    return tree.root().hex()
+
+
+# -- individual bad cases -------------------------------------------------------------------
+
+
+def _sig_bit_flip() -> bytes:
+    doc = receipt_doc()
+    sig = bytearray(base64.b64decode(doc["signatures"][0]["sig"]))
+    sig[10] ^= 0x01
+    doc["signatures"][0]["sig"] = _b64(bytes(sig))
+    return dump(doc)
+
+
+def _sig_truncated() -> bytes:
+    doc = receipt_doc()
+    doc["signatures"][0]["sig"] = _b64(base64.b64decode(doc["signatures"][0]["sig"])[:48])
+    return dump(doc)
+
+
+def _keyid_hint_trusted_attacker_sig() -> bytes:
+    r = make_receipt()
+    doc = receipt_doc(r)
+    doc["signatures"][0]["sig"] = _b64(ATTACKER.sign(r.signed_bytes()))
+    return dump(doc)
+
+
+def _key_substitution() -> bytes:
+    st = make_statement(tombstone=False)
+    return Receipt.sign(st, ATTACKER).to_json()
+
+
+def _embedded_keyid_mismatch() -> bytes:
+    doc = receipt_doc()
+    doc["public_key"]["keyid"] = ATTACKER.key_id
+    return dump(doc)
+
+
+def _not_empty(st: dict[str, Any]) -> None:
+    post = st["predicate"]["post_state"]
+    post["tables"]["writes"] = {"rows": 1, "bytes": 40}
+    post["leaves"] = 1
+    post["digest"]["sha256"] = _nonempty_root(1)
+
+
+def _subject_digest_mismatch(st: dict[str, Any]) -> None:
+    st["subject"][0]["digest"]["sha256"] = _nonempty_root(5)
+
+
+def _subject_name_mismatch(st: dict[str, Any]) -> None:
+    st["subject"][0]["name"] = "langgraph-thread:thread-2"
+
+
+def _inconsistent_leaves(st: dict[str, Any]) -> None:
+    st["predicate"]["pre_state"]["leaves"] = 6
+
+
+def _inconsistent_tables(st: dict[str, Any]) -> None:
+    del st["predicate"]["post_state"]["tables"]["writes"]
+
+
+def _post_digest_not_empty(st: dict[str, Any]) -> None:
+    st["predicate"]["post_state"]["digest"]["sha256"] = _nonempty_root(2)
+
+
+def _pre_digest_empty_with_rows(st: dict[str, Any]) -> None:
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    st["predicate"]["pre_state"]["digest"]["sha256"] = empty
+    st["subject"][0]["digest"]["sha256"] = empty
+
+
+def _check_failed(st: dict[str, Any]) -> None:
+    st["predicate"]["checks"][1]["result"] = "fail"
+
+
+def _out_of_scope_missing(st: dict[str, Any]) -> None:
+    oos = st["predicate"]["out_of_scope"]
+    oos[:] = [o for o in oos if o["id"] != "backups"]
+
+
+def _dsse_not_canonical() -> bytes:
+    # Valid signature over a payload that is JSON but not RFC 8785 (indented).
+    return _dsse(json.dumps(make_statement(), indent=2).encode("utf-8"))
+
+
+def _dsse_not_canonical_key_order() -> bytes:
+    st = make_statement()
+    reordered = dict(reversed(list(st.items())))
+    return _dsse(json.dumps(reordered, separators=(",", ":")).encode("utf-8"))
+
+
+def _dsse_tampered_payload() -> bytes:
+    env = make_receipt().to_dsse()
+    st = copy.deepcopy(make_statement())
+    st["predicate"]["scope"]["thread_id"] = "thread-2"
+    st["subject"][0]["name"] = "langgraph-thread:thread-2"
+    env["payload"] = _b64(canonicalize(st))
+    return (json.dumps(env, indent=2) + "\n").encode("utf-8")
+
+
+def _too_large() -> bytes:
+    good = _good_bytes()
+    # Valid JSON (trailing whitespace), valid signature: only the size is wrong.
+    return good + b" " * (MAX_INPUT_BYTES + 1 - len(good))
+
+
+def _deep_nesting() -> bytes:
+    depth = 100_000
+    return _replace_once(
+        _good_bytes(), b'"tombstone": true', b'"tombstone": ' + b"[" * depth + b"]" * depth
+    )
+
+
+def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    """file stem -> (builder, exit code, reason, description)."""
+    pred = "statement.predicate"
+    t = _tampered
+    cases: dict[str, tuple[Callable[[], bytes], int, str, str]] = {
+        # Tampered after signing: the signature no longer covers the statement.
+        "tamper_receipt_id": (lambda: t(f"{pred}.receipt_id",
+            "4b1e2c3d-5f60-4a7b-8c9d-0e1f2a3b4c5e"), 1, BAD_SIG, "receipt_id changed"),
+        "tamper_issued_at": (lambda: t(f"{pred}.issued_at", "2026-11-29T12:00:01Z"),
+            1, BAD_SIG, "issued_at changed"),
+        # "erased" is the only status the schema admits, so any change is a schema error.
+        "tamper_status": (lambda: t(f"{pred}.status", "partial"), 1, "schema",
+            "status changed to a value outside the schema"),
+        "tamper_thread_id": (lambda: t(f"{pred}.scope.thread_id", "thread-2"), 1, BAD_SIG,
+            "scope.thread_id changed"),
+        "tamper_subject_name": (lambda: t("statement.subject.0.name",
+            "langgraph-thread:thread-2"), 1, BAD_SIG, "subject name changed"),
+        "tamper_store_namespaces": (lambda: t(f"{pred}.scope.store_namespaces",
+            [["users", "u2"]]), 1, BAD_SIG, "store namespace changed"),
+        "tamper_store_namespaces_emptied": (lambda: t(f"{pred}.scope.store_namespaces", []),
+            1, BAD_SIG, "store namespaces removed"),
+        "tamper_tombstone": (lambda: t(f"{pred}.scope.tombstone", False), 1, BAD_SIG,
+            "tombstone flipped"),
+        "tamper_pre_digest": (lambda: t(f"{pred}.pre_state.digest.sha256", _nonempty_root(5)),
+            1, BAD_SIG, "pre-state digest changed"),
+        "tamper_subject_digest": (lambda: t("statement.subject.0.digest.sha256",
+            _nonempty_root(5)), 1, BAD_SIG, "subject digest changed"),
+        "tamper_pre_rows": (lambda: t(f"{pred}.pre_state.tables.checkpoints.rows", 2),
+            1, BAD_SIG, "pre-state row count changed"),
+        "tamper_pre_leaves": (lambda: t(f"{pred}.pre_state.leaves", 4), 1, BAD_SIG,
+            "pre-state leaf count changed"),
+        "tamper_post_rows": (lambda: t(f"{pred}.post_state.tables.writes.rows", 1),
+            1, BAD_SIG, "post-state row count changed"),
+        "tamper_check_result": (lambda: t(f"{pred}.checks.0.result", "fail"), 1, BAD_SIG,
+            "check result changed"),
+        "tamper_check_removed": (lambda: _removed(f"{pred}.checks.2"), 1, BAD_SIG,
+            "a check removed"),
+        "tamper_residue_status": (lambda: t(f"{pred}.residue.0.status", "skipped"), 1,
+            BAD_SIG, "residue status changed"),
+        "tamper_out_of_scope_removed": (lambda: _removed(f"{pred}.out_of_scope.0"), 1,
+            BAD_SIG, "out_of_scope entry removed"),
+        "tamper_generator_version": (lambda: t(f"{pred}.generator.version", "0.1.1"), 1,
+            BAD_SIG, "generator version changed"),
+        "tamper_backend_kind": (lambda: t(f"{pred}.backend.kind", "postgres"), 1, BAD_SIG,
+            "backend kind changed"),
+        "tamper_method": (lambda: t(f"{pred}.methods.writes", "truncate"), 1, BAD_SIG,
+            "erasure method changed"),
+        # Signatures and keys.
+        "sig_bit_flip": (_sig_bit_flip, 1, BAD_SIG, "one bit of the signature flipped"),
+        "sig_truncated": (_sig_truncated, 1, BAD_SIG, "signature truncated to 48 bytes"),
+        "sig_not_base64": (lambda: t("signatures.0.sig", "not*base64"), 1, "schema",
+            "signature is not base64"),
+        "sig_keyid_uppercase": (lambda: t("signatures.0.keyid", TRUSTED.key_id.upper()), 1,
+            "schema", "signature keyid not lowercase hex"),
+        "wrong_key": (lambda: make_receipt(signer=ATTACKER).to_json(), 1, "untrusted_key",
+            "valid receipt signed by the attacker's key, attacker key embedded"),
+        "key_substitution": (_key_substitution, 1, "untrusted_key",
+            "tampered statement re-signed by the attacker, attacker key and keyid embedded"),
+        "keyid_hint_trusted_attacker_sig": (_keyid_hint_trusted_attacker_sig, 1, BAD_SIG,
+            "keyid names the trusted key but the signature is the attacker's"),
+        "embedded_keyid_mismatch": (_embedded_keyid_mismatch, 1, "keyid_mismatch",
+            "embedded public key does not hash to its keyid"),
+        "embedded_key_wrong_length": (lambda: t("public_key.ed25519", _b64(b"\x01" * 31)), 1,
+            "schema", "embedded public key is 31 bytes"),
+        "no_signatures": (lambda: t("signatures", []), 1, "schema", "empty signatures"),
+        "missing_signatures": (lambda: _removed("signatures"), 1, "schema",
+            "signatures member missing"),
+        # Parsing.
+        "duplicate_key": (lambda: _replace_once(_good_bytes(), b'"status": "erased",',
+            b'"status": "erased",\n      "status": "erased",'), 1, "duplicate_key",
+            "predicate.status appears twice"),
+        "float_count": (lambda: _replace_once(_good_bytes(), b'"rows": 3,', b'"rows": 3.0,'),
+            1, "float", "row count written as 3.0"),
+        "nan_count": (lambda: _replace_once(_good_bytes(), b'"rows": 3,', b'"rows": NaN,'),
+            1, "not_json", "row count is NaN"),
+        "huge_integer_literal": (lambda: _replace_once(_good_bytes(), b'"rows": 3,',
+            b'"rows": ' + b"9" * 5000 + b","), 1, "not_json", "5000-digit integer"),
+        "integer_range": (lambda: t(f"{pred}.pre_state.tables.checkpoints.rows", 2**60), 1,
+            "integer_range", "row count 2**60 is outside the I-JSON safe range"),
+        "negative_count": (lambda: t(f"{pred}.pre_state.tables.writes.bytes", -1), 1,
+            "integer_range", "negative byte count"),
+        "truncated": (lambda: _good_bytes()[: len(_good_bytes()) // 2], 1, "not_json",
+            "file cut in half"),
+        "trailing_garbage": (lambda: _good_bytes() + b"{}\n", 1, "not_json",
+            "a second JSON value after the receipt"),
+        "not_json_text": (lambda: b"This is not a receipt.\n", 1, "not_json", "plain text"),
+        "empty": (lambda: b"", 1, "not_json", "empty file"),
+        "not_utf8": (lambda: _replace_once(_good_bytes(), b'"thread_id": "thread-1"',
+            b'"thread_id": "thread-\xff"'), 1, "not_utf8", "invalid UTF-8 byte"),
+        "utf8_bom": (lambda: b"\xef\xbb\xbf" + _good_bytes(), 1, "not_utf8",
+            "UTF-8 byte-order mark"),
+        "lone_surrogate": (lambda: _replace_once(_good_bytes(), b'"thread_id": "thread-1"',
+            b'"thread_id": "\\ud800"'), 1, "not_utf8", "thread_id is a lone surrogate"),
+        "too_large": (_too_large, 1, "too_large", "valid receipt padded past 1 MiB"),
+        "deep_nesting": (_deep_nesting, 1, "not_json", "100000 nested arrays"),
+        # Schema and versions.
+        "rows_as_string": (lambda: t(f"{pred}.pre_state.tables.checkpoints.rows", "3"), 1,
+            "schema", "row count is a string"),
+        "tombstone_as_int": (lambda: t(f"{pred}.scope.tombstone", 1), 1, "schema",
+            "tombstone is 1, not true"),
+        "two_subjects": (lambda: t("statement.subject", [
+            make_statement()["subject"][0], make_statement()["subject"][0]]), 1, "schema",
+            "two subjects"),
+        "unknown_statement_type": (lambda: t("statement._type",
+            "https://in-toto.io/Statement/v0.1"), 1, "unknown_type", "in-toto Statement v0.1"),
+        "unknown_predicate_type": (lambda: t("statement.predicateType",
+            "https://langgraph-erasure-receipts.dev/erasure/v2"), 1, "unknown_predicate",
+            "predicate v2"),
+        "unknown_media_type": (lambda: t("media_type",
+            "application/vnd.langgraph-erasure-receipt.v2+json"), 1, "unknown_version",
+            "receipt file format v2"),
+        "extra_member": (lambda: t("comment", "trust me"), 1, "schema",
+            "unknown top-level member"),
+        "extra_predicate_member": (lambda: t(f"{pred}.verified_by", "me"), 1, "schema",
+            "unknown predicate member"),
+        "not_an_object": (lambda: b"[]\n", 1, "schema", "top-level array"),
+        # Signed by the trusted key, but the statement itself is unacceptable.
+        "resigned_not_empty": (lambda: _resigned(_not_empty), 1, "not_empty",
+            "status erased but one row left in the post-state"),
+        "resigned_subject_digest_mismatch": (lambda: _resigned(_subject_digest_mismatch), 1,
+            "subject_digest_mismatch", "subject digest differs from the pre-state digest"),
+        "resigned_subject_name_mismatch": (lambda: _resigned(_subject_name_mismatch), 1,
+            "subject_name_mismatch", "subject names another thread"),
+        "resigned_leaves_inconsistent": (lambda: _resigned(_inconsistent_leaves), 1,
+            "inconsistent", "pre-state leaves != sum of table rows"),
+        "resigned_tables_inconsistent": (lambda: _resigned(_inconsistent_tables), 1,
+            "inconsistent", "pre- and post-state list different tables"),
+        "resigned_post_digest_not_empty": (lambda: _resigned(_post_digest_not_empty), 1,
+            "inconsistent", "post-state has 0 leaves but a non-empty digest"),
+        "resigned_pre_digest_empty_with_rows": (lambda: _resigned(_pre_digest_empty_with_rows),
+            1, "inconsistent", "pre-state has rows but the empty-tree digest"),
+        "resigned_check_failed": (lambda: _resigned(_check_failed), 1, "check_failed",
+            "status erased but a check failed"),
+        "resigned_out_of_scope_missing": (lambda: _resigned(_out_of_scope_missing), 1,
+            "out_of_scope_missing", "out_of_scope lacks backups"),
+        # DSSE envelopes.
+        "dsse_not_canonical": (_dsse_not_canonical, 1, "not_canonical",
+            "correctly signed DSSE payload that is indented JSON"),
+        "dsse_not_canonical_key_order": (_dsse_not_canonical_key_order, 1, "not_canonical",
+            "correctly signed DSSE payload with members out of order"),
+        "dsse_wrong_payload_type": (lambda: _dsse(canonicalize(make_statement()),
+            payload_type="application/json"), 1, "unknown_type", "payloadType not in-toto"),
+        "dsse_tampered_payload": (_dsse_tampered_payload, 1, BAD_SIG,
+            "DSSE payload replaced, signature kept"),
+        "dsse_attacker": (lambda: _dsse(canonicalize(make_statement()), ATTACKER), 1,
+            "untrusted_key", "DSSE envelope signed by the attacker"),
+        "dsse_extra_member": (lambda: _dsse(canonicalize(make_statement()), note="x"), 1,
+            "schema", "DSSE envelope with an unknown member"),
+        "dsse_payload_not_base64": (lambda: _replace_once(
+            _dsse(canonicalize(make_statement())), b'"payload": "', b'"payload": "%'), 1,
+            "schema", "DSSE payload is not base64"),
+    }  # fmt: skip
+    return cases
+
+
+def good_cases() -> dict[str, Callable[[], bytes]]:
+    return {
+        "receipt.json": _good_bytes,
+        "receipt-no-embedded-key.json": lambda: make_receipt(embed_key=False).to_json(),
+        "receipt.dsse.json": lambda: (json.dumps(make_receipt().to_dsse(), indent=2) + "\n").encode(
+            "utf-8"
+        ),
+    }
+
+
+def generate(out: Path) -> list[Path]:
+    """(Re)write the corpus under ``out``; returns the files written."""
+    written: list[Path] = []
+    for sub in ("bad", "good", "keys"):
+        shutil.rmtree(out / sub, ignore_errors=True)
+        (out / sub).mkdir(parents=True)
+
+    def write(path: Path, data: bytes) -> None:
+        path.write_bytes(data)
+        written.append(path)
+
+    expected: dict[str, dict[str, Any]] = {}
+    for stem, (build, code, reason, description) in bad_cases().items():
+        name = f"{stem}.json"
+        write(out / "bad" / name, build())
+        expected[name] = {"exit_code": code, "reason": reason, "description": description}
+    write(
+        out / "bad" / "EXPECTED.json",
+        (json.dumps(expected, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+    )
+    for name, build_good in good_cases().items():
+        write(out / "good" / name, build_good())
+    write(out / "keys" / "trusted.pub.pem", TRUSTED.public_pem())
+    return written
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0]) if argv else HERE
+    files = generate(out)
+    print(f"wrote {len(files)} files under {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -114,6 +114,32 @@ _c_encoder: Any = (
 )
 
 
+_orjson_dumps: Any = None
+
+
+def use_orjson() -> None:
+    """Compute ``canonicalize_ascii_keys`` with orjson from now on (batch verification).
+
+    Same bytes (sorted keys, compact, ECMAScript escaping; the tests check it against
+    ``canonicalize`` and ``rfc8785``), ~3x faster, but a 5 ms import: worth it only
+    when many receipts are verified in one process.
+    """
+    global _orjson_dumps
+    if _orjson_dumps is None:
+        import orjson
+
+        option = orjson.OPT_SORT_KEYS
+
+        def dumps(value: Any) -> bytes:
+            try:
+                out: bytes = orjson.dumps(value, option=option)
+            except TypeError:  # lone surrogates, or a non-JSON type
+                raise UnicodeEncodeError("utf-8", "", 0, 1, "not valid Unicode") from None
+            return out
+
+        _orjson_dumps = dumps
+
+
 def canonicalize_ascii_keys(value: Any) -> bytes:
     """Fast RFC 8785 bytes for values whose member names are all ASCII.
 
@@ -121,6 +147,8 @@ def canonicalize_ascii_keys(value: Any) -> bytes:
     ASCII member names) and the float/integer domain.
     """
     try:
+        if _orjson_dumps is not None:
+            return _orjson_dumps(value)  # type: ignore[no-any-return]
         if _c_encoder is not None:
             return "".join(_c_encoder(value, 0)).encode("utf-8")
         return json.dumps(

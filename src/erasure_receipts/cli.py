@@ -81,7 +81,7 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
                 if value.startswith("--"):
                     value = ""
             if not value:
-                raise _UsageError(f"{name} needs a file argument")
+                raise _UsageError(f"{name} needs an argument")
             if name == "--key":
                 a.key.append(value)
             elif a.trust is not None:
@@ -101,11 +101,17 @@ def _read_input(path: str) -> bytes:
     except OSError as exc:
         raise InputError(f"cannot read {_display(path)}: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise InputError(f"cannot read {_display(path)}: not a regular file")
-        with os.fdopen(fd, "rb") as fh:
+        size = st.st_size
+        with os.fdopen(fd, "rb", buffering=0) as fh:
             fd = -1
-            data = fh.read(MAX_INPUT_BYTES + 1)
+            # Read what the file says it holds (+1 to notice growth), not a 1 MiB buffer
+            # per file: allocation dominated small reads in batches.
+            data = fh.read(min(size, MAX_INPUT_BYTES) + 1)
+            while len(data) <= MAX_INPUT_BYTES and (more := fh.read(MAX_INPUT_BYTES + 1)):
+                data += more
     except OSError as exc:
         raise InputError(f"cannot read {_display(path)}: {exc.strerror or exc}") from None
     finally:
@@ -166,6 +172,41 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _verify_file(path: str, trust: TrustStore, verbose: bool) -> dict[str, Any]:
+    res: dict[str, Any] = {"file": _display(path)}
+    try:
+        v = verify_receipt(_read_input(path), trust)
+    except Error as exc:  # InputError included: reason "unreadable"
+        res.update(verified=False, reason=exc.reason, message=exc.message)
+    except Exception as exc:  # a bug must not hide the other files' verdicts
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        res.update(verified=False, reason="internal_error", message=repr(exc))
+    else:
+        res.update(
+            verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
+            status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
+            key_id=v.key_id, key_name=v.key_name,
+        )  # fmt: skip
+    return res
+
+
+BATCH = 64
+
+
+def _verify_all(files: list[str], trust: TrustStore, verbose: bool) -> Iterator[dict[str, Any]]:
+    """Results in input order. From ``BATCH`` files on, orjson (a 5 ms import that a
+    single-file verify cannot afford) computes the canonical bytes ~3x faster."""
+    if len(files) >= BATCH:
+        from .canonical import use_orjson
+
+        use_orjson()
+    for path in files:
+        yield _verify_file(path, trust, verbose)
+
+
 def verify_main(argv: Sequence[str]) -> int:
     """Run ``receipt verify``; returns the exit code."""
     try:
@@ -196,30 +237,11 @@ def verify_main(argv: Sequence[str]) -> int:
     results: list[dict[str, Any]] = []
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}
     out = sys.stdout
-    for n, path in enumerate(files, 1):
-        res: dict[str, Any] = {"file": _display(path)}
-        try:
-            v = verify_receipt(_read_input(path), trust)
-        except InputError as exc:
-            res.update(verified=False, reason=exc.reason, message=exc.message)
-            counts["unreadable"] += 1
-        except Error as exc:
-            res.update(verified=False, reason=exc.reason, message=exc.message)
-            counts["invalid"] += 1
-        except Exception as exc:  # a bug must not hide the other files' verdicts
-            if args.verbose:
-                import traceback
-
-                traceback.print_exc()
-            res.update(verified=False, reason="internal_error", message=repr(exc))
-            counts["invalid"] += 1
-        else:
-            res.update(
-                verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
-                status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
-                key_id=v.key_id, key_name=v.key_name,
-            )  # fmt: skip
+    for n, res in enumerate(_verify_all(files, trust, args.verbose), 1):
+        if res["verified"]:
             counts["verified"] += 1
+        else:
+            counts["unreadable" if res["reason"] == "unreadable" else "invalid"] += 1
         if args.json:
             results.append(res)
         elif res["verified"]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "EMPTY_ROOT",
     "LEAF_ENCODING",
     "MERKLE_ALGORITHM",
     "MerkleTree",
+    "RowLeafHasher",
     "encode_row",
     "inclusion_proof",
     "leaf_hash",
@@ -90,6 +91,46 @@ def encode_row(
         parts.append(_lp(name.encode("utf-8")))
         parts.append(_value(value))
     return b"".join(parts)
+
+
+class RowLeafHasher:
+    """``leaf_hash(encode_row(...))`` for rows of one table, streamed into SHA-256.
+
+    Equal by construction to encoding then hashing, but the table and column-name
+    prefixes are encoded once per table and large values are never copied into a leaf
+    buffer: an erasure hashes every stored byte of the thread exactly once.
+    """
+
+    __slots__ = ("_head", "_names", "_ncols", "_pk")
+
+    def __init__(self, table: str, columns: Sequence[str], primary_key: Sequence[str]) -> None:
+        self._pk = [list(columns).index(c) for c in primary_key]
+        self._head = b"\x00ERv1" + _lp(table.encode("utf-8")) + _U32.pack(len(self._pk))
+        self._ncols = _U32.pack(len(columns))
+        self._names = [_lp(n.encode("utf-8")) for n in columns]
+
+    def __call__(self, row: Sequence[ColumnValue]) -> bytes:
+        h = hashlib.sha256(self._head)
+        update = h.update
+        for i in self._pk:
+            _feed(update, row[i])
+        update(self._ncols)
+        for name, value in zip(self._names, row, strict=True):
+            update(name)
+            _feed(update, value)
+        return h.digest()
+
+
+def _feed(update: Callable[[bytes], object], value: ColumnValue) -> None:
+    if isinstance(value, bytes):
+        update(b"b" + _U64.pack(len(value)))
+        update(value)
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        update(b"t" + _U64.pack(len(data)))
+        update(data)
+    else:
+        update(_value(value))
 
 
 class MerkleTree:

@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 LeafSink = Callable[[bytes], Any]
+"""Receives each row's leaf *hash* (32 bytes), in order."""
 Check = dict[str, str]
 
 
@@ -69,7 +70,7 @@ class Part(Protocol):
     """Items deleted outside the transaction so far (sweeps): survive a rollback."""
 
     def measure(self, sink: LeafSink) -> TableCount:
-        """Feed every row's leaf data to ``sink`` in primary-key order; do not delete."""
+        """Feed every row's leaf hash to ``sink`` in primary-key order; do not delete."""
         ...
 
     def erase(self, sink: LeafSink) -> TableCount:
@@ -143,7 +144,8 @@ def _measure_all(parts: Sequence[Part], erase: bool) -> tuple[bytes, dict[str, T
     tree = MerkleTree()
     tables: dict[str, TableCount] = {}
     for part in sorted(parts, key=lambda p: p.table):
-        tables[part.table] = part.erase(tree.append) if erase else part.measure(tree.append)
+        sink = tree.append_hash
+        tables[part.table] = part.erase(sink) if erase else part.measure(sink)
     return tree.root(), tables
 
 

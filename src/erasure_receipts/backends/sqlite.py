@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..digest import encode_row
+from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 
 __all__ = [
@@ -144,12 +144,10 @@ class SqlTablePart:
         if desc is None:
             return count
         cols, pk = desc
-        pk_idx = [cols.index(c) for c in pk]
+        leaf = RowLeafHasher(self.table, cols, pk)
         ns_idx = cols.index("checkpoint_ns") if "checkpoint_ns" in cols else None
         for row in self._rows():
-            sink(
-                encode_row(self.table, [row[i] for i in pk_idx], list(zip(cols, row, strict=True)))
-            )
+            sink(leaf(row))
             count.rows += 1
             count.bytes += sum(_size(v) for v in row)
             if ns_idx is not None:

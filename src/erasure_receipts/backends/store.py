@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from langgraph.store.base import BaseStore, Item
 
-from ..digest import encode_row
+from ..digest import encode_row, leaf_hash
 from ..engine import LeafSink, TableCount, iter_pages
 
 __all__ = ["PAGE_SIZE", "StoreSweepPart", "count_items", "item_leaf"]
@@ -26,7 +26,7 @@ PAGE_SIZE = 100
 
 
 def item_leaf(item: Item) -> tuple[tuple[str, str], bytes, int]:
-    """Sort key, leaf data and byte size for one store item seen through the API."""
+    """Sort key, leaf hash and byte size for one store item seen through the API."""
     prefix = ".".join(item.namespace)
     value = orjson.dumps(item.value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     created = item.created_at.isoformat()
@@ -38,7 +38,7 @@ def item_leaf(item: Item) -> tuple[tuple[str, str], bytes, int]:
          ("created_at", created), ("updated_at", updated)],
     )  # fmt: skip
     size = len(prefix.encode()) + len(item.key.encode()) + len(value) + len(created) + len(updated)
-    return (prefix, item.key), data, size
+    return (prefix, item.key), leaf_hash(data), size
 
 
 def _search(store: BaseStore, ns: tuple[str, ...], offset: int) -> list[Any]:
@@ -74,11 +74,11 @@ class StoreSweepPart:
 
     def _emit(self, sink: LeafSink) -> TableCount:
         # Leaves must be in primary-key order like every other table; the API returns
-        # its own order, so sort what was collected (keys and leaf data only).
+        # its own order, so sort what was collected (keys and 32-byte leaf hashes only).
         count = TableCount()
         for key in sorted(self._seen):
-            data, size = self._seen[key]
-            sink(data)
+            leaf, size = self._seen[key]
+            sink(leaf)
             count.rows += 1
             count.bytes += size
         self._seen.clear()
@@ -88,8 +88,8 @@ class StoreSweepPart:
         self._seen.clear()  # a measure after a failed erase must not count stale items
         for ns in self.namespaces:
             for item in _all_items(self.store, ns):
-                key, data, size = item_leaf(item)
-                self._seen[key] = (data, size)
+                key, leaf, size = item_leaf(item)
+                self._seen[key] = (leaf, size)
         return self._emit(sink)
 
     def erase(self, sink: LeafSink) -> TableCount:
@@ -101,10 +101,10 @@ class StoreSweepPart:
                     break
                 fresh = 0
                 for item in page:
-                    key, data, size = item_leaf(item)
+                    key, leaf, size = item_leaf(item)
                     if key not in self._seen:
                         fresh += 1
-                    self._seen[key] = (data, size)
+                    self._seen[key] = (leaf, size)
                     self.store.delete(item.namespace, item.key)
                     self.irreversible_deleted += 1
                 if not fresh:

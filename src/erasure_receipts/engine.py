@@ -18,17 +18,19 @@ receipt exists.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .canonical import canonicalize
 from .digest import EMPTY_ROOT, MerkleTree
-from .errors import ErasureIncompleteError
-from .receipt import Receipt, build_statement
+from .errors import ErasureIncompleteError, MalformedReceiptError
+from .receipt import Receipt, build_statement, validate_statement
 from .signing import Signer
 
 __all__ = [
@@ -41,6 +43,9 @@ __all__ = [
     "erase_rows",
     "issue_receipt",
     "measure_rows",
+    "preflight",
+    "request_from_journal",
+    "resume_rows",
 ]
 
 LeafSink = Callable[[bytes], Any]
@@ -100,6 +105,10 @@ class ErasureBackend(Protocol):
         ...
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None: ...
+
+    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        """Inside the transaction: record what was erased (digests and counts only)."""
+        ...
 
     def reduce_residue(self) -> list[dict[str, Any]]:
         """After commit: scrub what the engine can (never raises; reports outcomes)."""
@@ -161,11 +170,23 @@ def erase_rows(
     request: ErasureRequest,
     *,
     clock: Callable[[], datetime] = _utc_now,
+    generator_version: str = "0",
 ) -> RowsOutcome:
-    """Phase one: measure and delete atomically, commit, scrub residue, re-measure."""
+    """Phase one: measure and delete atomically, commit, scrub residue, re-measure.
+
+    The transaction also writes a journal entry (pre-state digest, counts, methods), so
+    if the process dies after commit the receipt can still be issued later from the
+    database (``resume_rows``) instead of the measurement being lost with the rows.
+    """
     receipt_id = str(uuid.uuid4())
     issued_at = format_time(clock())
     parts = list(backend.parts())
+    methods = {p.group: p.method for p in sorted(parts, key=lambda p: p.table)}
+    preflight(backend, request, parts, methods, generator_version)
+    checks: list[Check] = [
+        {"name": "raw_rows_zero_in_transaction", "result": "pass",
+         "detail": f"{len(parts)} tables counted after delete, before commit"},
+    ]  # fmt: skip
     try:
         with backend.transaction():
             pre_root, pre_tables = _measure_all(parts, erase=True)
@@ -176,6 +197,16 @@ def erase_rows(
                 )
             if request.tombstone:
                 backend.write_tombstone(receipt_id, issued_at)
+            entry = {
+                "thread_id": request.thread_id,
+                "store_namespaces": [list(ns) for ns in request.store_namespaces],
+                "tombstone": request.tombstone,
+                "pre_digest": pre_root.hex(),
+                "pre_tables": {k: v.to_json() for k, v in pre_tables.items()},
+                "methods": methods,
+                "checks": checks,
+            }
+            backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
     except ErasureIncompleteError:
         raise
     except Exception as exc:
@@ -190,13 +221,49 @@ def erase_rows(
             f"{type(exc).__name__}: {exc}{extra}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
+    return _after_commit(backend, request, receipt_id, issued_at, entry)
 
-    checks: list[Check] = [
-        {"name": "raw_rows_zero_in_transaction", "result": "pass",
-         "detail": f"{len(parts)} tables counted after delete, before commit"},
-    ]  # fmt: skip
+
+def request_from_journal(entry_json: str) -> ErasureRequest:
+    entry = json.loads(entry_json)
+    return ErasureRequest(
+        str(entry["thread_id"]),
+        tuple(tuple(ns) for ns in entry["store_namespaces"]),
+        bool(entry["tombstone"]),
+    )
+
+
+def resume_rows(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    receipt_id: str,
+    issued_at: str,
+    entry_json: str,
+) -> RowsOutcome:
+    """Phase one again for an erasure whose receipt was never issued (crash, I/O error).
+
+    The rows were deleted and the journal committed in one transaction; what is left is
+    to scrub, re-measure the (still empty) scope, and let phase two issue the receipt
+    with the journaled pre-state, original receipt id and time.
+    """
+    entry = json.loads(entry_json)
+    checks = list(entry["checks"])
+    checks.append(
+        {"name": "issued_from_journal", "result": "pass",
+         "detail": "receipt issued after an interruption, from the committed erasure journal"}
+    )  # fmt: skip
+    entry = {**entry, "checks": checks}
+    return _after_commit(backend, request, receipt_id, issued_at, entry)
+
+
+def _after_commit(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    receipt_id: str,
+    issued_at: str,
+    entry: dict[str, Any],
+) -> RowsOutcome:
     residue = backend.reduce_residue()
-
     # Re-read the raw tables after commit: this *is* the post-state measurement.
     post_root, post_tables = measure_rows(backend)
     left = {t: c.rows for t, c in post_tables.items() if c.rows}
@@ -204,22 +271,85 @@ def erase_rows(
         raise ErasureIncompleteError(
             f"rows of thread {request.thread_id!r} present after commit: {left}", remaining=left
         )
-    checks.append(
+    checks = [
+        *entry["checks"],
         {"name": "raw_rows_zero_after_commit", "result": "pass",
-         "detail": "post-state digest re-measured from the raw tables"}
-    )  # fmt: skip
+         "detail": "post-state digest re-measured from the raw tables"},
+    ]  # fmt: skip
     return RowsOutcome(
         request=request,
         backend=backend,
         receipt_id=receipt_id,
         issued_at=issued_at,
-        pre_digest=pre_root.hex(),
-        pre_tables=pre_tables,
+        pre_digest=entry["pre_digest"],
+        pre_tables={k: TableCount(**v) for k, v in entry["pre_tables"].items()},
         post_digest=post_root,
         post_tables=post_tables,
-        methods={p.group: p.method for p in sorted(parts, key=lambda p: p.table)},
+        methods=dict(entry["methods"]),
         checks=checks,
         residue=residue,
+    )
+
+
+def preflight(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    parts: Sequence[Part],
+    methods: dict[str, str],
+    generator_version: str,
+) -> None:
+    """Refuse, before deleting anything, an erasure whose receipt could not be written.
+
+    (A thread id over 4,096 characters, a lone surrogate in a namespace, ...: the data
+    would be gone and the receipt impossible.)
+    """
+    zero = {p.table: {"rows": 0, "bytes": 0} for p in parts}
+    try:
+        st = _statement(
+            backend, request, "00000000-0000-4000-8000-000000000000",
+            "2000-01-01T00:00:00Z", EMPTY_ROOT.hex(), zero, EMPTY_ROOT.hex(), zero, methods,
+            [{"name": "preflight", "result": "pass"}], [], generator_version,
+        )  # fmt: skip
+        canonicalize(validate_statement(st))
+    except (MalformedReceiptError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot attest an erasure of this scope: {exc}") from None
+
+
+def _statement(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    receipt_id: str,
+    issued_at: str,
+    pre_digest: str,
+    pre_tables: Mapping[str, Mapping[str, int]],
+    post_digest: str,
+    post_tables: Mapping[str, Mapping[str, int]],
+    methods: Mapping[str, str],
+    checks: Sequence[Mapping[str, str]],
+    residue: Sequence[Mapping[str, Any]],
+    generator_version: str,
+) -> dict[str, Any]:
+    return build_statement(
+        receipt_id=receipt_id,
+        issued_at=issued_at,
+        thread_id=request.thread_id,
+        store_namespaces=request.store_namespaces,
+        tombstone=request.tombstone,
+        backend={
+            "kind": backend.kind,
+            "saver": backend.saver,
+            "store": backend.store,
+            "database": backend.database,
+            "versions": dict(backend.versions),
+        },
+        pre_digest=pre_digest,
+        pre_tables=pre_tables,
+        post_digest=post_digest,
+        post_tables=post_tables,
+        methods=methods,
+        checks=checks,
+        residue=residue,
+        generator_version=generator_version,
     )
 
 
@@ -253,29 +383,12 @@ def issue_receipt(
     ]
     if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
         raise ErasureIncompleteError("post-state digest is not the empty root")
-    be = outcome.backend
-    statement = build_statement(
-        receipt_id=outcome.receipt_id,
-        issued_at=outcome.issued_at,
-        thread_id=outcome.request.thread_id,
-        store_namespaces=outcome.request.store_namespaces,
-        tombstone=outcome.request.tombstone,
-        backend={
-            "kind": be.kind,
-            "saver": be.saver,
-            "store": be.store,
-            "database": be.database,
-            "versions": dict(be.versions),
-        },
-        pre_digest=outcome.pre_digest,
-        pre_tables={k: v.to_json() for k, v in outcome.pre_tables.items()},
-        post_digest=outcome.post_digest,
-        post_tables={k: v.to_json() for k, v in outcome.post_tables.items()},
-        methods=outcome.methods,
-        checks=checks,
-        residue=outcome.residue,
-        generator_version=generator_version,
-    )
+    statement = _statement(
+        outcome.backend, outcome.request, outcome.receipt_id, outcome.issued_at,
+        outcome.pre_digest, {k: v.to_json() for k, v in outcome.pre_tables.items()},
+        outcome.post_digest, {k: v.to_json() for k, v in outcome.post_tables.items()},
+        outcome.methods, checks, outcome.residue, generator_version,
+    )  # fmt: skip
     receipt = Receipt.sign(statement, signer)
     if archive is not None:
         archive.mkdir(parents=True, exist_ok=True)

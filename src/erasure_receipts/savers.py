@@ -10,6 +10,7 @@ by LangGraph's conformance suite in the tests.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
@@ -34,6 +35,8 @@ from .backends.sqlite import (
     database_path,
     ensure_tombstones,
     is_tombstone_error,
+    mark_issued,
+    pending_journal,
 )
 from .backends.store import PAGE_SIZE, StoreSweepPart, count_items
 from .engine import (
@@ -44,15 +47,22 @@ from .engine import (
     erase_rows,
     issue_receipt,
     measure_rows,
+    request_from_journal,
+    resume_rows,
 )
-from .errors import ThreadErasedError
+from .errors import ErasureIncompleteError, Error, ThreadErasedError
 from .receipt import Receipt
 from .signing import Signer
+from .verify import verify_receipt
 
 __all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "ThreadDigest"]
 
 Namespace = tuple[str, ...]
 NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -143,12 +153,51 @@ class _Attesting:
             versions=_versions(),
         )
 
+    def _phase_one(
+        self, conn: sqlite3.Connection, request: ErasureRequest
+    ) -> tuple[RowsOutcome, SqliteBackend]:
+        backend = self._backend(conn, request)
+        clock = {"clock": self.clock} if self.clock is not None else {}
+        return erase_rows(backend, request, generator_version=__version__, **clock), backend
+
+    def _resume(
+        self, conn: sqlite3.Connection, receipt_id: str, issued_at: str, entry: str
+    ) -> RowsOutcome:
+        request = request_from_journal(entry)
+        return resume_rows(self._backend(conn, request), request, receipt_id, issued_at, entry)
+
     def _issue(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> Receipt:
-        receipt = issue_receipt(
-            outcome, api, self.signer, archive=self.archive, generator_version=__version__
-        )
+        try:
+            receipt = issue_receipt(
+                outcome, api, self.signer, archive=self.archive, generator_version=__version__
+            )
+        except ErasureIncompleteError:
+            raise
+        except Exception as exc:
+            raise ErasureIncompleteError(
+                f"thread {outcome.request.thread_id!r} was erased and the erasure committed, "
+                f"but its receipt could not be issued ({type(exc).__name__}: {exc}); the "
+                "erasure journal in the database keeps the measurement: call "
+                "recover_receipts() to issue it"
+            ) from exc
         self.last_receipt = receipt
         return receipt
+
+    def _archived(self, receipt_id: str) -> Receipt | None:
+        """A receipt an interrupted run already archived (verified with our key)."""
+        if self.archive is None:
+            return None
+        path = self.archive / f"{receipt_id}.json"
+        if not path.exists():
+            return None
+        data = path.read_bytes()
+        try:
+            verify_receipt(data, [self.signer.public_key])
+        except Error as exc:
+            raise ErasureIncompleteError(
+                f"{path} exists but does not verify ({exc.reason}); not overwriting it"
+            ) from exc
+        return Receipt.from_json(data)
 
     def _digest(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
         digest, tables = measure_rows(self._backend(conn, request))
@@ -279,10 +328,40 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         self._resolve_store_rows()
         with self.lock, self._store_lock():
             self.setup()
-            backend = self._backend(self.conn, request)
-            kwargs = {"clock": self.clock} if self.clock is not None else {}
-            outcome = erase_rows(backend, request, **kwargs)
-        return self._issue(outcome, self._api_checks(request, backend.checkpoint_namespaces))
+            outcome, backend = self._phase_one(self.conn, request)
+        receipt = self._issue(outcome, self._api_checks(request, backend.checkpoint_namespaces))
+        self._mark_issued(receipt)
+        return receipt
+
+    def _mark_issued(self, receipt: Receipt) -> None:
+        # Best effort: if this fails the journal entry stays open, and recover_receipts()
+        # later finds the archived receipt (or issues it again under the same id).
+        with suppress(sqlite3.Error), self.lock:
+            mark_issued(self.conn, receipt.receipt_id, _sha256(receipt.to_json()))
+
+    def recover_receipts(self) -> list[Receipt]:
+        """Issue the receipts of erasures that committed but never got one.
+
+        An erasure commits its journal entry (pre-state digest and counts) in the same
+        transaction as the deletion; if the process died or the archive failed before
+        the receipt was signed, this re-verifies that the scope is still empty and
+        issues the receipt with the original id, time and pre-state digest.
+        """
+        self._resolve_store_rows()
+        with self.lock:
+            self.setup()
+            pending = pending_journal(self.conn)
+        out = []
+        for receipt_id, issued_at, entry in pending:
+            receipt = self._archived(receipt_id)
+            if receipt is None:
+                request = request_from_journal(entry)
+                with self.lock, self._store_lock():
+                    outcome = self._resume(self.conn, receipt_id, issued_at, entry)
+                receipt = self._issue(outcome, self._api_checks(request, set()))
+            self._mark_issued(receipt)
+            out.append(receipt)
+        return out
 
     def _api_checks(
         self, request: ErasureRequest, namespaces: set[str]
@@ -450,18 +529,38 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         request = self._request(thread_id, store_namespaces, tombstone)
         await self.setup()
         await self._resolve_store_rows_async()
-        holder: dict[str, SqliteBackend] = {}
-
-        def phase_one() -> RowsOutcome:
-            backend = self._backend(self.conn._conn, request)
-            holder["backend"] = backend
-            kwargs = {"clock": self.clock} if self.clock is not None else {}
-            return erase_rows(backend, request, **kwargs)
-
         async with self.lock:
-            outcome: RowsOutcome = await self._run(phase_one)
-        api = await self._aapi_checks(request, holder["backend"].checkpoint_namespaces)
-        return await asyncio.to_thread(self._issue, outcome, api)
+            outcome, backend = await self._run(self._phase_one, self.conn._conn, request)
+        api = await self._aapi_checks(request, backend.checkpoint_namespaces)
+        receipt: Receipt = await asyncio.to_thread(self._issue, outcome, api)
+        await self._amark_issued(receipt)
+        return receipt
+
+    async def _amark_issued(self, receipt: Receipt) -> None:
+        with suppress(sqlite3.Error):
+            async with self.lock:
+                sha = _sha256(receipt.to_json())
+                await self._run(mark_issued, self.conn._conn, receipt.receipt_id, sha)
+
+    async def arecover_receipts(self) -> list[Receipt]:
+        """Async :meth:`AttestingSqliteSaver.recover_receipts`."""
+        await self.setup()
+        await self._resolve_store_rows_async()
+        async with self.lock:
+            pending = await self._run(pending_journal, self.conn._conn)
+        out = []
+        for receipt_id, issued_at, entry in pending:
+            receipt = await asyncio.to_thread(self._archived, receipt_id)
+            if receipt is None:
+                async with self.lock:
+                    outcome = await self._run(
+                        self._resume, self.conn._conn, receipt_id, issued_at, entry
+                    )
+                api = await self._aapi_checks(request_from_journal(entry), set())
+                receipt = await asyncio.to_thread(self._issue, outcome, api)
+            await self._amark_issued(receipt)
+            out.append(receipt)
+        return out
 
     async def _aapi_checks(
         self, request: ErasureRequest, namespaces: set[str]

@@ -28,7 +28,9 @@ __all__ = [
     "database_path",
     "ensure_tombstones",
     "is_tombstone_error",
+    "mark_issued",
     "namespace_condition",
+    "pending_journal",
 ]
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
@@ -39,6 +41,15 @@ CREATE TABLE IF NOT EXISTS erasure_tombstones (
     receipt_id TEXT NOT NULL,
     erased_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS erasure_journal (
+    receipt_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    issued_at TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    receipt_sha256 TEXT
+);
+CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (receipt_id)
+WHERE receipt_sha256 IS NULL;
 CREATE TRIGGER IF NOT EXISTS erasure_tombstone_checkpoints BEFORE INSERT ON checkpoints
 WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
 BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
@@ -55,6 +66,25 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
     every overwrite of a row (``INSERT OR REPLACE``) is zeroed too, not only erasures.
     """
     conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+
+
+def mark_issued(conn: sqlite3.Connection, receipt_id: str, receipt_sha256: str) -> None:
+    """Close a journal entry once its signed receipt exists (and is archived)."""
+    conn.execute(
+        "UPDATE erasure_journal SET receipt_sha256 = ? WHERE receipt_id = ?",
+        (receipt_sha256, receipt_id),
+    )
+    conn.commit()
+
+
+def pending_journal(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """``(receipt_id, issued_at, entry)`` of erasures committed without a receipt."""
+    rows = conn.execute(
+        "SELECT receipt_id, issued_at, entry FROM erasure_journal "
+        "WHERE receipt_sha256 IS NULL ORDER BY issued_at, receipt_id"
+    ).fetchall()
+    conn.commit()  # end the implicit read transaction
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
 def is_tombstone_error(exc: BaseException) -> bool:
@@ -256,6 +286,13 @@ class SqliteBackend:
             "INSERT OR REPLACE INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
             "VALUES (?, ?, ?)",
             (self.thread_id, receipt_id, erased_at),
+        )
+
+    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        self.conn.execute(
+            "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
+            "VALUES (?, ?, ?, ?)",
+            (receipt_id, self.thread_id, issued_at, entry),
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:

@@ -1,0 +1,173 @@
+"""Erasures that commit but cannot issue their receipt are recoverable from the database."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from erasure_receipts import (
+    AsyncAttestingSqliteSaver,
+    AttestingSqliteSaver,
+    ErasureIncompleteError,
+    Signer,
+    verify_receipt,
+)
+from scenario import MARKER, raw_rows
+
+T = "t-journal"
+
+
+def put(saver: Any, thread: str, i: int) -> None:
+    cp = empty_checkpoint()
+    cp["id"] = f"1ef{i:029d}"
+    cp["channel_values"] = {"v": MARKER}
+    saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {}, {})
+
+
+def journal(db: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as c:
+        return c.execute(
+            "SELECT receipt_id, thread_id, receipt_sha256 FROM erasure_journal"
+        ).fetchall()
+
+
+def test_archive_failure_after_commit_is_recoverable(tmp_path: Path, signer: Signer) -> None:
+    db, archive = tmp_path / "a.db", tmp_path / "archive"
+    archive.write_text("not a directory")  # the archive cannot be written
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        for i in range(3):
+            put(s, T, i)
+        preview = s.digest_thread(T)
+        with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
+            s.erase_thread(T)
+        assert s.last_receipt is None
+        # The data is gone and the measurement survived in the journal.
+        assert raw_rows(db, "checkpoints", "thread_id = ?", (T,)) == []
+        [(rid, thread, sha)] = journal(db)
+        assert thread == T and sha is None
+        archive.unlink()
+        [receipt] = s.recover_receipts()
+        assert s.recover_receipts() == []  # closed: nothing pending any more
+    assert receipt.receipt_id == rid
+    assert receipt.pre_digest == preview.digest
+    assert receipt.predicate["pre_state"]["tables"]["checkpoints"]["rows"] == 3
+    names = [c["name"] for c in receipt.predicate["checks"]]
+    assert "issued_from_journal" in names and "api_list_empty" in names
+    assert verify_receipt((archive / f"{rid}.json").read_bytes(), [signer.public_key])
+    assert journal(db)[0][2] is not None
+
+
+CRASH = textwrap.dedent(
+    """
+    import os, sys
+    from erasure_receipts import AttestingSqliteSaver, Signer, engine, savers
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def die(*a, **k):
+        os._exit(17)  # the process dies after the commit, before any receipt exists
+
+    savers.issue_receipt = die
+    signer = Signer.from_seed(bytes(range(32)))
+    with AttestingSqliteSaver.from_conn_string(sys.argv[1], signer=signer) as s:
+        for i in range(4):
+            cp = empty_checkpoint(); cp["id"] = f"1ef{i:029d}"
+            s.put({"configurable": {"thread_id": "t-journal", "checkpoint_ns": ""}}, cp, {}, {})
+        print(s.digest_thread("t-journal").digest, flush=True)
+        s.erase_thread("t-journal")
+    """
+)
+
+
+def test_process_killed_after_commit_recovers_in_another_process(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db = tmp_path / "a.db"
+    proc = subprocess.run([sys.executable, "-c", CRASH, str(db)], capture_output=True, text=True)
+    assert proc.returncode == 17, proc.stderr
+    preview = proc.stdout.strip()
+    assert raw_rows(db, "checkpoints", "thread_id = ?", (T,)) == []
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=tmp_path / "r") as s:
+        assert s.is_erased(T)  # the tombstone committed with the deletion
+        [receipt] = s.recover_receipts()
+    assert receipt.pre_digest == preview
+    assert receipt.predicate["pre_state"]["leaves"] == 4
+    v = verify_receipt((tmp_path / "r" / f"{receipt.receipt_id}.json").read_bytes(),
+                       [signer.public_key])  # fmt: skip
+    assert v.thread_id == T
+
+
+def test_receipt_archived_but_not_marked_is_not_issued_twice(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erasure_receipts import savers
+
+    db, archive = tmp_path / "a.db", tmp_path / "r"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        put(s, T, 1)
+
+        def fail(*a: Any) -> None:
+            raise sqlite3.OperationalError("injected: database is locked")
+
+        monkeypatch.setattr(savers, "mark_issued", fail)
+        first = s.erase_thread(T)  # the receipt is returned and archived regardless
+        assert journal(db)[0][2] is None
+        monkeypatch.undo()
+        [again] = s.recover_receipts()
+    assert again.to_json() == first.to_json()  # the archived one, not a second receipt
+    assert len(list(archive.iterdir())) == 1
+    assert journal(db)[0][2] is not None
+
+
+def test_tampered_archive_is_not_overwritten(tmp_path: Path, signer: Signer, monkeypatch) -> None:
+    from erasure_receipts import savers
+
+    db, archive = tmp_path / "a.db", tmp_path / "r"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        put(s, T, 1)
+        monkeypatch.setattr(savers, "mark_issued", lambda *a: (_ for _ in ()).throw(
+            sqlite3.OperationalError("injected")))  # fmt: skip
+        r = s.erase_thread(T)
+        monkeypatch.undo()
+        path = archive / f"{r.receipt_id}.json"
+        path.write_bytes(path.read_bytes().replace(b'"erased"', b'"ERASED"'))
+        with pytest.raises(ErasureIncompleteError, match="does not verify"):
+            s.recover_receipts()
+    assert b"ERASED" in path.read_bytes()
+
+
+def test_preflight_refuses_unattestable_scope_before_deleting(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db = tmp_path / "a.db"
+    long_id = "x" * 5000
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        put(s, long_id, 1)
+        with pytest.raises(ValueError, match="cannot attest"):
+            s.erase_thread(long_id)
+        assert len(raw_rows(db, "checkpoints", "thread_id = ?", (long_id,))) == 1
+        assert journal(db) == []
+
+
+async def test_async_recover(tmp_path: Path, signer: Signer) -> None:
+    db, archive = tmp_path / "a.db", tmp_path / "archive"
+    archive.write_text("blocked")
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive
+    ) as s:
+        cp = empty_checkpoint()
+        await s.aput({"configurable": {"thread_id": T, "checkpoint_ns": ""}}, cp, {}, {})
+        preview = await s.adigest_thread(T)
+        with pytest.raises(ErasureIncompleteError):
+            await s.aerase_thread(T)
+        archive.unlink()
+        [receipt] = await s.arecover_receipts()
+        assert await s.arecover_receipts() == []
+    assert receipt.pre_digest == preview.digest
+    assert (archive / f"{receipt.receipt_id}.json").exists()

@@ -171,3 +171,25 @@ async def test_async_recover(tmp_path: Path, signer: Signer) -> None:
         assert await s.arecover_receipts() == []
     assert receipt.pre_digest == preview.digest
     assert (archive / f"{receipt.receipt_id}.json").exists()
+
+
+def test_cli_recover(tmp_path: Path, signer: Signer) -> None:
+    db, archive = tmp_path / "a.db", tmp_path / "archive"
+    key = tmp_path / "k.pem"
+    key.write_bytes(signer.private_pem())
+    archive.write_text("blocked")
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        put(s, T, 1)
+        with pytest.raises(ErasureIncompleteError):
+            s.erase_thread(T)
+    archive.unlink()
+    cli = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
+    res = subprocess.run([*cli, "recover", str(db), "--key", str(key), "--archive", str(archive)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "1 receipt(s) recovered" in res.stderr
+    [path] = archive.iterdir()
+    assert verify_receipt(path.read_bytes(), [signer.public_key]).thread_id == T
+    again = subprocess.run([*cli, "recover", str(db), "--key", str(key), "--archive", str(archive)],
+                           capture_output=True, text=True)  # fmt: skip
+    assert again.returncode == 0 and "0 receipt(s) recovered" in again.stderr

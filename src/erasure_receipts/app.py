@@ -293,3 +293,26 @@ def erase(
     for path in (out, archive / f"{receipt.receipt_id}.json" if archive else None):
         if path is not None:
             typer.echo(f"written to {path}")
+
+
+@app.command()
+def recover(
+    db: Annotated[Path, typer.Argument(help="SQLite database file")],
+    key: Annotated[Path, typer.Option("--key", help="Ed25519 private key (PEM)")],
+    archive: Annotated[Path, typer.Option("--archive", help="directory of archived receipts")],
+    password_env: Annotated[
+        str | None, typer.Option(help="env var holding the private key's password")
+    ] = None,
+) -> None:
+    """Issue receipts for erasures that committed but never got one (crash, full disk)."""
+    from .errors import ErasureError
+
+    signer = _load_signer(key, password_env)
+    with _open_saver(db, signer, archive) as saver:
+        try:
+            receipts = saver.recover_receipts()
+        except ErasureError as exc:
+            _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID)
+    for r in receipts:
+        typer.echo(f"{r.receipt_id}  thread {r.thread_id!r}  written to {archive}")
+    typer.echo(f"{len(receipts)} receipt(s) recovered", err=True)

@@ -61,6 +61,17 @@ Namespace = tuple[str, ...]
 NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
 
 
+@contextmanager
+def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
+    """The database's tombstone trigger fired: say so in the library's own terms."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        if is_tombstone_error(exc):
+            raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+        raise
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -263,12 +274,8 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        try:
+        with _tombstone_errors(config):
             return super().put(config, checkpoint, metadata, new_versions)
-        except sqlite3.IntegrityError as exc:
-            if is_tombstone_error(exc):
-                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
-            raise
 
     def put_writes(
         self,
@@ -277,12 +284,8 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        try:
+        with _tombstone_errors(config):
             super().put_writes(config, writes, task_id, task_path)
-        except sqlite3.IntegrityError as exc:
-            if is_tombstone_error(exc):
-                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
-            raise
 
     # -- erasure ------------------------------------------------------------------------
 
@@ -458,12 +461,19 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
                     await self._run(lambda: ensure_tombstones(self.conn._conn))
                     self._tombstones_ready = True
 
-    async def _rollback_after_tombstone(self) -> None:
-        # The parent does not commit/rollback when its INSERT fails; don't leave the
-        # connection holding the write lock in a half-open transaction.
-        async with self.lock:
-            if self.conn.in_transaction:
-                await self.conn.rollback()
+    @asynccontextmanager
+    async def _atombstone_errors(self, config: RunnableConfig) -> AsyncIterator[None]:
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            if not is_tombstone_error(exc):
+                raise
+            # The parent neither commits nor rolls back when its INSERT fails; don't
+            # leave the connection holding the write lock in a half-open transaction.
+            async with self.lock:
+                if self.conn.in_transaction:
+                    await self.conn.rollback()
+            raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
 
     async def aput(
         self,
@@ -472,13 +482,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        try:
+        async with self._atombstone_errors(config):
             return await super().aput(config, checkpoint, metadata, new_versions)
-        except sqlite3.IntegrityError as exc:
-            if is_tombstone_error(exc):
-                await self._rollback_after_tombstone()
-                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
-            raise
 
     async def aput_writes(
         self,
@@ -487,13 +492,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        try:
+        async with self._atombstone_errors(config):
             await super().aput_writes(config, writes, task_id, task_path)
-        except sqlite3.IntegrityError as exc:
-            if is_tombstone_error(exc):
-                await self._rollback_after_tombstone()
-                raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
-            raise
 
     async def _resolve_store_rows_async(self) -> None:
         from langgraph.store.sqlite import SqliteStore

@@ -429,3 +429,27 @@ def test_receipt_round_trips_through_json(world, signer: Signer) -> None:
     again = Receipt.from_json(r.to_json())
     assert again.statement == r.statement and again.payload == r.payload
     assert verify_receipt(r.to_json(), [signer.public_key]).pre_digest == r.pre_digest
+
+
+def test_busy_reader_is_reported_not_hidden(world) -> None:
+    """A reader pinning an old snapshot keeps the WAL from being truncated: the receipt
+    must say "partial" with the raw figures - and the bytes really are still there."""
+    db, saver, store = world
+    run_scenario(saver, store)
+    reader = sqlite3.connect(db)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM checkpoints").fetchone()  # holds a snapshot
+        receipt = saver.erase_thread(T, store_namespaces=[NS])
+        wal = {r["action"]: r for r in receipt.predicate["residue"]}["sqlite.wal_checkpoint"]
+        assert wal["status"] == "partial"
+        assert wal["detail"]["busy"] == 1 and wal["detail"]["wal_bytes_after"] > 0
+        assert marker_in_files(db)["app.db-wal"] > 0  # what "partial" warns about
+    finally:
+        reader.rollback()
+        reader.close()
+    # Rows are gone regardless (the receipt's rows claims hold), and the next
+    # checkpoint, with no reader left, clears the WAL.
+    assert raw_rows(db, "checkpoints", "thread_id = ?", (T,)) == []
+    saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert marker_in_files(db) == {"app.db": 0, "app.db-wal": 0, "app.db-shm": 0}

@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
+CHECKPOINT_WAIT_MS = 1000
+"""Longest wait for readers before the WAL checkpoint gives up and reports ``partial``."""
 
 TOMBSTONE_DDL = f"""
 CREATE TABLE IF NOT EXISTS erasure_tombstones (
@@ -315,7 +317,14 @@ class SqliteBackend:
                          "detail": {"journal_mode": mode}})  # fmt: skip
             return out
         try:
-            busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            # TRUNCATE waits (busy handler) for readers of older snapshots; cap that wait
+            # so one long reader delays an erasure by a bounded time, then report it.
+            timeout = int(self.conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            self.conn.execute(f"PRAGMA busy_timeout = {min(timeout, CHECKPOINT_WAIT_MS)}")
+            try:
+                busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {timeout}")
         except sqlite3.Error as exc:
             out.append({"action": "sqlite.wal_checkpoint", "status": "failed",
                         "detail": {"mode": "TRUNCATE", "error": str(exc)[:200]}})  # fmt: skip
@@ -333,6 +342,7 @@ class SqliteBackend:
                     "log_frames": max(int(log), 0),
                     "checkpointed_frames": max(int(done), 0),
                     "wal_bytes_after": wal_bytes,
+                    "reader_wait_ms": min(timeout, CHECKPOINT_WAIT_MS),
                 },
             }
         )

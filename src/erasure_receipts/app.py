@@ -287,7 +287,15 @@ def erase(
             _die(f"cannot write {out} ({exc}); the receipt was printed on stdout", EXIT_IO)
     if out is None and archive is None:
         typer.echo(summary, err=True)
-        sys.stdout.buffer.write(receipt.to_json())
+        try:
+            sys.stdout.buffer.write(receipt.to_json())
+            sys.stdout.flush()
+        except OSError as exc:
+            _die(
+                f"cannot write the receipt to stdout ({exc.strerror or exc}); it is kept in "
+                "the database's erasure journal: `receipt recover DB --key KEY --archive DIR`",
+                EXIT_IO,
+            )
         return
     typer.echo(summary)
     for path in (out, archive / f"{receipt.receipt_id}.json" if archive else None):
@@ -305,14 +313,38 @@ def recover(
     ] = None,
 ) -> None:
     """Issue receipts for erasures that committed but never got one (crash, full disk)."""
-    from .errors import ErasureError
+    from .errors import ErasureError, ErasureIncompleteError
 
     signer = _load_signer(key, password_env)
+    failure: ErasureError | None = None
     with _open_saver(db, signer, archive) as saver:
         try:
             receipts = saver.recover_receipts()
+        except ErasureIncompleteError as exc:
+            receipts, failure = list(exc.recovered), exc
         except ErasureError as exc:
-            _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID)
+            receipts, failure = [], exc
+        stored = saver.journal_receipts()
+    # Receipts the journal holds but the archive lacks (e.g. one printed to a stdout
+    # that failed): write them out, so the archive is complete after every run.
+    exported = 0
+    try:
+        archive.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _die(f"cannot create {archive}: {exc.strerror or exc}", EXIT_IO)
+    for r in stored:
+        path = archive / f"{r.receipt_id}.json"
+        if not path.exists():
+            try:
+                r.save(path)
+            except OSError as exc:
+                _die(f"cannot write {path}: {exc.strerror or exc}", EXIT_IO)
+            exported += 1
     for r in receipts:
         typer.echo(f"{r.receipt_id}  thread {r.thread_id!r}  written to {archive}")
-    typer.echo(f"{len(receipts)} receipt(s) recovered", err=True)
+    typer.echo(
+        f"{len(receipts)} receipt(s) recovered, {exported} exported from the journal",
+        err=True,
+    )
+    if failure is not None:
+        _die(f"[{failure.reason}] {failure.message}", EXIT_INVALID)

@@ -133,8 +133,12 @@ def _load_trust(keys: Sequence[str], trust: str | None) -> TrustStore:
 
 
 def _display(path: str) -> str:
-    """A file name that can always be printed: undecodable bytes become escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    """A file name that can always be printed on one line: undecodable bytes and
+    control characters (a newline in a name could forge an output line) are escaped."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text
 
 
 def _expand(paths: Sequence[str]) -> Iterator[str]:
@@ -207,32 +211,37 @@ def _verify_all(files: list[str], trust: TrustStore, verbose: bool) -> Iterator[
         yield _verify_file(path, trust, verbose)
 
 
+def _fail_early(message: str, code: int, as_json: bool) -> int:
+    """Usage and key errors: one line on stderr, and still one JSON document with --json."""
+    print(f"receipt verify: error: {message}", file=sys.stderr)
+    if as_json:
+        doc = {"ok": False, "exit_code": code, "error": message, "counts": None, "results": []}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    return code
+
+
 def verify_main(argv: Sequence[str]) -> int:
     """Run ``receipt verify``; returns the exit code."""
+    as_json = "--json" in argv
     try:
         args = _parse_verify_args(argv)
     except _UsageError as exc:
-        print(f"receipt verify: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail_early(str(exc), EXIT_USAGE, as_json)
     if args.help:
         sys.stdout.write(VERIFY_HELP)
         return EXIT_OK
     try:
         trust = _load_trust(args.key, args.trust)
     except _UsageError as exc:
-        print(f"receipt verify: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail_early(str(exc), EXIT_USAGE, as_json)
     except InputError as exc:
-        print(f"receipt verify: error: {exc.message}", file=sys.stderr)
-        return EXIT_IO
+        return _fail_early(exc.message, EXIT_IO, as_json)
     except (KeyFormatError, MalformedReceiptError) as exc:
-        print(f"receipt verify: error: bad key: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail_early(f"bad key: {exc.message}", EXIT_USAGE, as_json)
 
     files = list(_expand(args.paths))
     if not files:
-        print("receipt verify: error: no receipt files found", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail_early("no receipt files found", EXIT_USAGE, as_json)
     progress = _Progress(len(files))
     results: list[dict[str, Any]] = []
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}

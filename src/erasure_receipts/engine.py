@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from .canonical import canonicalize
+from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree
 from .errors import ErasureIncompleteError, MalformedReceiptError
 from .receipt import Receipt, build_statement, validate_statement
@@ -47,6 +47,9 @@ __all__ = [
     "request_from_journal",
     "resume_rows",
 ]
+
+RECEIPT_HEADROOM = 16 * 1024
+"""Room the preflight keeps for what is only known later (residue, checks, signature)."""
 
 LeafSink = Callable[[bytes], Any]
 """Receives each row's leaf *hash* (32 bytes), in order."""
@@ -79,7 +82,13 @@ class Part(Protocol):
         ...
 
     def erase(self, sink: LeafSink) -> TableCount:
-        """Measure like ``measure`` and delete exactly what was measured."""
+        """Measure like ``measure`` and delete (now, or in ``finish``) what was measured."""
+        ...
+
+    def finish(self) -> None:
+        """Complete a deferred delete. Called for every part after all were measured, in
+        reverse table order, so e.g. a cascade from ``store`` to ``store_vectors``
+        cannot remove rows before they were measured."""
         ...
 
     def remaining(self) -> int:
@@ -152,9 +161,13 @@ def format_time(t: datetime) -> str:
 def _measure_all(parts: Sequence[Part], erase: bool) -> tuple[bytes, dict[str, TableCount]]:
     tree = MerkleTree()
     tables: dict[str, TableCount] = {}
-    for part in sorted(parts, key=lambda p: p.table):
+    ordered = sorted(parts, key=lambda p: p.table)
+    for part in ordered:
         sink = tree.append_hash
         tables[part.table] = part.erase(sink) if erase else part.measure(sink)
+    if erase:
+        for part in reversed(ordered):
+            part.finish()
     return tree.root(), tables
 
 
@@ -207,8 +220,6 @@ def erase_rows(
                 "checks": checks,
             }
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
-    except ErasureIncompleteError:
-        raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
         extra = (
@@ -216,9 +227,13 @@ def erase_rows(
             if swept
             else "; nothing was deleted"
         )
+        what = (
+            str(exc)
+            if isinstance(exc, ErasureIncompleteError)
+            else (f"{type(exc).__name__}: {exc}")
+        )
         raise ErasureIncompleteError(
-            f"erasure of thread {request.thread_id!r} aborted and rolled back: "
-            f"{type(exc).__name__}: {exc}{extra}",
+            f"erasure of thread {request.thread_id!r} aborted and rolled back: {what}{extra}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
     return _after_commit(backend, request, receipt_id, issued_at, entry)
@@ -311,8 +326,14 @@ def preflight(
             [{"name": "preflight", "result": "pass"}], [], generator_version,
         )  # fmt: skip
         canonicalize(validate_statement(st))
+        size = len(json.dumps(st, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     except (MalformedReceiptError, ValueError, TypeError) as exc:
         raise ValueError(f"cannot attest an erasure of this scope: {exc}") from None
+    if size + RECEIPT_HEADROOM > MAX_INPUT_BYTES:
+        raise ValueError(
+            f"cannot attest an erasure of this scope: its receipt (~{size} bytes) would be "
+            f"over the {MAX_INPUT_BYTES}-byte limit verifiers enforce"
+        )
 
 
 def _statement(

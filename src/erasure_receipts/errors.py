@@ -6,6 +6,8 @@ Every error carries a stable machine-readable ``reason`` code (used by ``receipt
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ErasureError",
     "ErasureIncompleteError",
@@ -97,9 +99,17 @@ class ErasureIncompleteError(ErasureError):
 
     reason = "erasure_incomplete"
 
-    def __init__(self, message: str, *, remaining: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        remaining: dict[str, int] | None = None,
+        recovered: list[Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.remaining: dict[str, int] = dict(remaining or {})
+        self.recovered: list[Any] = list(recovered or [])
+        """Receipts that *were* issued by a recovery run that also hit failures."""
 
 
 class ThreadErasedError(ErasureError):

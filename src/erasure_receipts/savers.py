@@ -10,7 +10,7 @@ by LangGraph's conformance suite in the tests.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
@@ -35,8 +35,10 @@ from .backends.sqlite import (
     database_path,
     ensure_tombstones,
     is_tombstone_error,
+    journal_receipts,
     mark_issued,
     pending_journal,
+    scrub,
 )
 from .backends.store import PAGE_SIZE, StoreSweepPart, count_items
 from .engine import (
@@ -70,10 +72,6 @@ def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
         if is_tombstone_error(exc):
             raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
         raise
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -161,8 +159,24 @@ class _Attesting:
             store=type(self.store).__name__ if self.store is not None else None,
             store_rows_namespaces=rows_ns,
             extra_parts=extra,
+            extra_residue=self._store_residue if extra else None,
             versions=_versions(),
         )
+
+    def _store_residue(self) -> list[dict[str, Any]]:
+        """Residue of a swept store: scrub it if it is SQLite we can reach, else say so."""
+        from langgraph.store.sqlite import SqliteStore
+
+        store = self.store
+        if isinstance(store, SqliteStore):
+            with store.lock:
+                return scrub(store.conn, "store")
+        return [
+            {"action": "store.scrub", "status": "skipped",
+             "detail": {"store": type(store).__name__,
+                        "reason": "deleted through the BaseStore API; its storage is not "
+                                  "scrubbed by this library"}}
+        ]  # fmt: skip
 
     def _phase_one(
         self, conn: sqlite3.Connection, request: ErasureRequest
@@ -194,8 +208,8 @@ class _Attesting:
         self.last_receipt = receipt
         return receipt
 
-    def _archived(self, receipt_id: str) -> Receipt | None:
-        """A receipt an interrupted run already archived (verified with our key)."""
+    def _archived(self, receipt_id: str, entry: str) -> Receipt | None:
+        """A receipt an interrupted run already archived for this journal entry."""
         if self.archive is None:
             return None
         path = self.archive / f"{receipt_id}.json"
@@ -203,12 +217,30 @@ class _Attesting:
             return None
         data = path.read_bytes()
         try:
-            verify_receipt(data, [self.signer.public_key])
+            v = verify_receipt(data, [self.signer.public_key])
         except Error as exc:
             raise ErasureIncompleteError(
                 f"{path} exists but does not verify ({exc.reason}); not overwriting it"
             ) from exc
+        expected = json.loads(entry)
+        if (v.receipt_id, v.thread_id, v.pre_digest) != (
+            receipt_id, expected["thread_id"], expected["pre_digest"]
+        ):  # fmt: skip
+            raise ErasureIncompleteError(
+                f"{path} is a valid receipt, but not the one for this journal entry "
+                f"(thread {v.thread_id!r}); not overwriting it"
+            )
         return Receipt.from_json(data)
+
+    @staticmethod
+    def _recovery_error(failures: dict[str, str], recovered: list[Receipt]) -> None:
+        if failures:
+            raise ErasureIncompleteError(
+                f"{len(failures)} journaled erasure(s) could not be attested "
+                f"({len(recovered)} recovered): "
+                + "; ".join(f"{rid}: {why}" for rid, why in failures.items()),
+                recovered=recovered,
+            )
 
     def _digest(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
         digest, tables = measure_rows(self._backend(conn, request))
@@ -340,7 +372,17 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         # Best effort: if this fails the journal entry stays open, and recover_receipts()
         # later finds the archived receipt (or issues it again under the same id).
         with suppress(sqlite3.Error), self.lock:
-            mark_issued(self.conn, receipt.receipt_id, _sha256(receipt.to_json()))
+            mark_issued(self.conn, receipt.receipt_id, receipt.to_json())
+
+    def journal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
+        """Every receipt this database's erasure journal holds (optionally of one thread).
+
+        Receipts are kept in the journal as well as returned/archived, so one is never
+        lost with the process that received it.
+        """
+        with self.lock:
+            self.setup()
+            return [Receipt.from_json(b) for b in journal_receipts(self.conn, thread_id)]
 
     def recover_receipts(self) -> list[Receipt]:
         """Issue the receipts of erasures that committed but never got one.
@@ -348,22 +390,31 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         An erasure commits its journal entry (pre-state digest and counts) in the same
         transaction as the deletion; if the process died or the archive failed before
         the receipt was signed, this re-verifies that the scope is still empty and
-        issues the receipt with the original id, time and pre-state digest.
+        issues the receipt with the original id, time and pre-state digest. Entries
+        that cannot be attested (e.g. a thread id reused after ``tombstone=False``) stay
+        open and are listed in the ``ErasureIncompleteError`` raised at the end, whose
+        ``recovered`` attribute holds the receipts that were issued.
         """
         self._resolve_store_rows()
         with self.lock:
             self.setup()
             pending = pending_journal(self.conn)
-        out = []
+        out: list[Receipt] = []
+        failures: dict[str, str] = {}
         for receipt_id, issued_at, entry in pending:
-            receipt = self._archived(receipt_id)
-            if receipt is None:
-                request = request_from_journal(entry)
-                with self.lock, self._store_lock():
-                    outcome = self._resume(self.conn, receipt_id, issued_at, entry)
-                receipt = self._issue(outcome, self._api_checks(request, set()))
+            try:  # one entry that cannot be attested must not block the others
+                receipt = self._archived(receipt_id, entry)
+                if receipt is None:
+                    request = request_from_journal(entry)
+                    with self.lock, self._store_lock():
+                        outcome = self._resume(self.conn, receipt_id, issued_at, entry)
+                    receipt = self._issue(outcome, self._api_checks(request, set()))
+            except Error as exc:
+                failures[receipt_id] = exc.message
+                continue
             self._mark_issued(receipt)
             out.append(receipt)
+        self._recovery_error(failures, out)
         return out
 
     def _api_checks(
@@ -502,6 +553,11 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         if self._store_rows is not None:
             return
         store = self.store
+        if getattr(store, "conn", None) is self.conn:
+            # One aiosqlite connection for both: its rows are ours, in our transaction
+            # (and its sync API must never be called from that connection's own thread).
+            self._store_rows = True
+            return
         mine = await self._run(lambda: database_path(self.conn._conn))
         other = None
         try:
@@ -539,8 +595,15 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
     async def _amark_issued(self, receipt: Receipt) -> None:
         with suppress(sqlite3.Error):
             async with self.lock:
-                sha = _sha256(receipt.to_json())
-                await self._run(mark_issued, self.conn._conn, receipt.receipt_id, sha)
+                data = receipt.to_json()
+                await self._run(mark_issued, self.conn._conn, receipt.receipt_id, data)
+
+    async def ajournal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
+        """Async :meth:`AttestingSqliteSaver.journal_receipts`."""
+        await self.setup()
+        async with self.lock:
+            blobs = await self._run(journal_receipts, self.conn._conn, thread_id)
+        return [Receipt.from_json(b) for b in blobs]
 
     async def arecover_receipts(self) -> list[Receipt]:
         """Async :meth:`AttestingSqliteSaver.recover_receipts`."""
@@ -548,18 +611,24 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         await self._resolve_store_rows_async()
         async with self.lock:
             pending = await self._run(pending_journal, self.conn._conn)
-        out = []
+        out: list[Receipt] = []
+        failures: dict[str, str] = {}
         for receipt_id, issued_at, entry in pending:
-            receipt = await asyncio.to_thread(self._archived, receipt_id)
-            if receipt is None:
-                async with self.lock:
-                    outcome = await self._run(
-                        self._resume, self.conn._conn, receipt_id, issued_at, entry
-                    )
-                api = await self._aapi_checks(request_from_journal(entry), set())
-                receipt = await asyncio.to_thread(self._issue, outcome, api)
+            try:
+                receipt = await asyncio.to_thread(self._archived, receipt_id, entry)
+                if receipt is None:
+                    async with self.lock:
+                        outcome = await self._run(
+                            self._resume, self.conn._conn, receipt_id, issued_at, entry
+                        )
+                    api = await self._aapi_checks(request_from_journal(entry), set())
+                    receipt = await asyncio.to_thread(self._issue, outcome, api)
+            except Error as exc:
+                failures[receipt_id] = exc.message
+                continue
             await self._amark_issued(receipt)
             out.append(receipt)
+        self._recovery_error(failures, out)
         return out
 
     async def _aapi_checks(

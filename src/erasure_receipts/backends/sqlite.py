@@ -11,9 +11,10 @@ through this library.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +29,11 @@ __all__ = [
     "database_path",
     "ensure_tombstones",
     "is_tombstone_error",
+    "journal_receipts",
     "mark_issued",
     "namespace_condition",
     "pending_journal",
+    "scrub",
 ]
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
@@ -48,7 +51,8 @@ CREATE TABLE IF NOT EXISTS erasure_journal (
     thread_id TEXT NOT NULL,
     issued_at TEXT NOT NULL,
     entry TEXT NOT NULL,
-    receipt_sha256 TEXT
+    receipt_sha256 TEXT,
+    receipt TEXT
 );
 CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (receipt_id)
 WHERE receipt_sha256 IS NULL;
@@ -70,13 +74,26 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
     conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
 
 
-def mark_issued(conn: sqlite3.Connection, receipt_id: str, receipt_sha256: str) -> None:
-    """Close a journal entry once its signed receipt exists (and is archived)."""
+def mark_issued(conn: sqlite3.Connection, receipt_id: str, receipt_json: bytes) -> None:
+    """Close a journal entry with its signed receipt, so the receipt can never be lost
+    (it holds digests and counts, no row content)."""
     conn.execute(
-        "UPDATE erasure_journal SET receipt_sha256 = ? WHERE receipt_id = ?",
-        (receipt_sha256, receipt_id),
+        "UPDATE erasure_journal SET receipt_sha256 = ?, receipt = ? WHERE receipt_id = ?",
+        (hashlib.sha256(receipt_json).hexdigest(), receipt_json.decode("utf-8"), receipt_id),
     )
     conn.commit()
+
+
+def journal_receipts(conn: sqlite3.Connection, thread_id: str | None = None) -> list[bytes]:
+    """The signed receipts kept in the journal, oldest first (optionally of one thread)."""
+    where, params = ("AND thread_id = ?", (thread_id,)) if thread_id is not None else ("", ())
+    rows = conn.execute(
+        f"SELECT receipt FROM erasure_journal WHERE receipt IS NOT NULL {where} "
+        "ORDER BY issued_at, receipt_id",
+        params,
+    ).fetchall()
+    conn.commit()  # end the implicit read transaction
+    return [str(r[0]).encode("utf-8") for r in rows]
 
 
 def pending_journal(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -87,6 +104,62 @@ def pending_journal(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     ).fetchall()
     conn.commit()  # end the implicit read transaction
     return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+
+def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
+    """Report ``secure_delete`` and truncate the WAL of one connection's database.
+
+    Never raises: every outcome, failures included, becomes a residue entry. ``label``
+    names the database in the entries when it is not the saver's own.
+    """
+    suffix = f".{label}" if label else ""
+    where = {"database": database_path(conn)} if label else {}
+    out: list[dict[str, Any]] = []
+    try:
+        value = int(conn.execute("PRAGMA secure_delete").fetchone()[0])
+        out.append(
+            {"action": f"sqlite.secure_delete{suffix}", "status": "applied" if value else "failed",
+             "detail": {"value": value, "scope": "this connection", **where}}
+        )  # fmt: skip
+    except sqlite3.Error as exc:
+        out.append({"action": f"sqlite.secure_delete{suffix}", "status": "failed",
+                    "detail": {"error": str(exc)[:200], **where}})  # fmt: skip
+    action = f"sqlite.wal_checkpoint{suffix}"
+    try:
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    except sqlite3.Error as exc:
+        mode = f"unknown ({exc})"[:60]
+    if mode != "wal":
+        out.append({"action": action, "status": "not_applicable",
+                    "detail": {"journal_mode": mode, **where}})  # fmt: skip
+        return out
+    try:
+        # TRUNCATE waits (busy handler) for readers of older snapshots; cap that wait
+        # so one long reader delays an erasure by a bounded time, then report it.
+        timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        conn.execute(f"PRAGMA busy_timeout = {min(timeout, CHECKPOINT_WAIT_MS)}")
+        try:
+            busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {timeout}")
+    except sqlite3.Error as exc:
+        out.append({"action": action, "status": "failed",
+                    "detail": {"mode": "TRUNCATE", "error": str(exc)[:200], **where}})  # fmt: skip
+        return out
+    wal = database_path(conn) + "-wal"
+    wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
+    ok = busy == 0 and wal_bytes == 0
+    detail = {
+        "mode": "TRUNCATE",
+        "busy": int(busy),
+        "log_frames": max(int(log), 0),
+        "checkpointed_frames": max(int(done), 0),
+        "wal_bytes_after": wal_bytes,
+        "reader_wait_ms": min(timeout, CHECKPOINT_WAIT_MS),
+        **where,
+    }
+    out.append({"action": action, "status": "applied" if ok else "partial", "detail": detail})
+    return out
 
 
 def is_tombstone_error(exc: BaseException) -> bool:
@@ -149,6 +222,8 @@ class SqlTablePart:
     namespaces_seen: set[str] = field(default_factory=set)
     _columns: list[str] | None = None
     _pk: list[str] | None = None
+    _measured: int = 0
+    _last_bytes: int = 0
 
     def _describe(self) -> tuple[list[str], list[str]] | None:
         if self._columns is None:
@@ -184,18 +259,21 @@ class SqlTablePart:
             count.bytes += sum(_size(v) for v in row)
             if ns_idx is not None:
                 self.namespaces_seen.add(row[ns_idx])
+        self._last_bytes = count.bytes
         return count
 
     def erase(self, sink: LeafSink) -> TableCount:
-        count = self.measure(sink)
+        self._measured = self.measure(sink).rows
+        return TableCount(self._measured, self._last_bytes)
+
+    def finish(self) -> None:
         if self._describe() is None:
-            return count
+            return
         cur = self.conn.execute(f'DELETE FROM "{self.table}" WHERE {self.where}', list(self.params))
-        if cur.rowcount != count.rows:
+        if cur.rowcount != self._measured:
             raise RuntimeError(
-                f"{self.table}: measured {count.rows} rows but deleted {cur.rowcount}"
+                f"{self.table}: measured {self._measured} rows but deleted {cur.rowcount}"
             )
-        return count
 
     def remaining(self) -> int:
         if self._describe() is None:
@@ -220,8 +298,10 @@ class SqliteBackend:
         store: str | None,
         store_rows_namespaces: Sequence[Sequence[str]] = (),
         extra_parts: Sequence[Part] = (),
+        extra_residue: Callable[[], list[dict[str, Any]]] | None = None,
         versions: dict[str, str],
     ) -> None:
+        self.extra_residue = extra_residue
         self.conn = conn
         self.thread_id = thread_id
         self.saver = saver
@@ -266,10 +346,13 @@ class SqliteBackend:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
+            conn.commit()  # inside the try: a failed COMMIT leaves the transaction open
         except BaseException:
-            conn.rollback()
+            try:
+                conn.rollback()
+            except sqlite3.Error as exc:  # pragma: no cover - connection unusable
+                raise RuntimeError(f"erasure transaction could not be rolled back: {exc}") from exc
             raise
-        conn.commit()
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -298,24 +381,10 @@ class SqliteBackend:
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        try:
-            value = int(self.conn.execute("PRAGMA secure_delete").fetchone()[0])
-            out.append(
-                {"action": "sqlite.secure_delete", "status": "applied" if value else "failed",
-                 "detail": {"value": value, "scope": "this connection"}}
-            )  # fmt: skip
-        except sqlite3.Error as exc:
-            out.append({"action": "sqlite.secure_delete", "status": "failed",
-                        "detail": {"error": str(exc)[:200]}})  # fmt: skip
-        try:
-            mode = str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-        except sqlite3.Error as exc:
-            mode = f"unknown ({exc})"[:60]
-        if mode != "wal":
-            out.append({"action": "sqlite.wal_checkpoint", "status": "not_applicable",
-                         "detail": {"journal_mode": mode}})  # fmt: skip
-            return out
+        out = scrub(self.conn)
+        if self.extra_residue is not None:
+            out += self.extra_residue()
+        return out
         try:
             # TRUNCATE waits (busy handler) for readers of older snapshots; cap that wait
             # so one long reader delays an erasure by a bounded time, then report it.

@@ -116,5 +116,8 @@ class StoreSweepPart:
                 raise RuntimeError(f"store sweep of {'/'.join(ns)} did not converge")
         return self._emit(sink)
 
+    def finish(self) -> None:
+        """Nothing deferred: the sweep deletes as it goes."""
+
     def remaining(self) -> int:
         return count_items(self.store, self.namespaces)

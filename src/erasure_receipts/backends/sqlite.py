@@ -385,34 +385,3 @@ class SqliteBackend:
         if self.extra_residue is not None:
             out += self.extra_residue()
         return out
-        try:
-            # TRUNCATE waits (busy handler) for readers of older snapshots; cap that wait
-            # so one long reader delays an erasure by a bounded time, then report it.
-            timeout = int(self.conn.execute("PRAGMA busy_timeout").fetchone()[0])
-            self.conn.execute(f"PRAGMA busy_timeout = {min(timeout, CHECKPOINT_WAIT_MS)}")
-            try:
-                busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            finally:
-                self.conn.execute(f"PRAGMA busy_timeout = {timeout}")
-        except sqlite3.Error as exc:
-            out.append({"action": "sqlite.wal_checkpoint", "status": "failed",
-                        "detail": {"mode": "TRUNCATE", "error": str(exc)[:200]}})  # fmt: skip
-            return out
-        wal = self.database + "-wal"
-        wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
-        ok = busy == 0 and wal_bytes == 0
-        out.append(
-            {
-                "action": "sqlite.wal_checkpoint",
-                "status": "applied" if ok else "partial",
-                "detail": {
-                    "mode": "TRUNCATE",
-                    "busy": int(busy),
-                    "log_frames": max(int(log), 0),
-                    "checkpointed_frames": max(int(done), 0),
-                    "wal_bytes_after": wal_bytes,
-                    "reader_wait_ms": min(timeout, CHECKPOINT_WAIT_MS),
-                },
-            }
-        )
-        return out

@@ -31,6 +31,10 @@ NS = ("users", "alice")
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 
 
+def recover_args(db: Path, key: Path, archive: Path) -> list[str]:
+    return [str(db), "--key", str(key), "--archive", str(archive), "--min-age", "0"]
+
+
 def cfg(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
@@ -108,8 +112,9 @@ def test_cli_erase_to_a_full_stdout_loses_nothing(tmp_path: Path, signer: Signer
                              stdout=full, stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert res.returncode == 3 and "Traceback" not in res.stderr
     assert "receipt recover" in res.stderr
-    rec = subprocess.run([*CLI, "recover", str(db), "--key", str(key), "--archive", str(archive)],
-                         capture_output=True, text=True)  # fmt: skip
+    rec = subprocess.run(
+        [*CLI, "recover", *recover_args(db, key, archive)], capture_output=True, text=True
+    )
     assert rec.returncode == 0, rec.stderr
     assert "1 exported" in rec.stderr
     [path] = archive.iterdir()
@@ -190,20 +195,31 @@ def test_memory_store_residue_is_reported_as_skipped(tmp_path: Path, signer: Sig
     assert residue["store.scrub"]["status"] == "skipped"
 
 
-def test_recovery_continues_past_an_entry_it_cannot_attest(tmp_path: Path, signer: Signer) -> None:
-    db, archive = tmp_path / "a.db", tmp_path / "archive"
-    archive.write_text("blocked")
-    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+def test_recovery_continues_past_an_entry_it_cannot_attest(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erasure_receipts import savers
+
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
         put(s, "t1")
         put(s, "t2")
+        # The database refuses the statement: both erasures commit with journal entries
+        # only, so recovery must re-verify their scopes.
+        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+            sqlite3.OperationalError("injected: database is locked")))  # fmt: skip
         for t in ("t1", "t2"):
-            with pytest.raises(ErasureIncompleteError):
+            with pytest.raises(ErasureIncompleteError, match="could not be journaled"):
                 s.erase_thread(t, tombstone=False)
+        monkeypatch.undo()
+        assert not s.conn.in_transaction
         put(s, "t1", 9)  # t1 reused: its erasure can no longer be re-verified
-        archive.unlink()
         with pytest.raises(ErasureIncompleteError, match="1 journaled erasure") as ei:
-            s.recover_receipts()
-        assert [r.thread_id for r in ei.value.recovered] == ["t2"]
+            s.recover_receipts(min_age_seconds=0)
+        [r2] = ei.value.recovered
+        assert r2.thread_id == "t2"
+        names = [c["name"] for c in r2.predicate["checks"]]
+        assert "raw_rows_zero_at_recovery" in names and "raw_rows_zero_after_commit" not in names
     assert sorted(journal(db)) == [("t1", None), ("t2", journal(db)[1][1])]
     assert journal(db)[1][1] is not None
 
@@ -223,8 +239,8 @@ def test_recovery_rejects_an_archived_receipt_of_another_entry(
         r2 = s.erase_thread("t2")
         monkeypatch.undo()
         (archive / f"{r2.receipt_id}.json").write_bytes(r1.to_json())  # wrong receipt
-        with pytest.raises(ErasureIncompleteError, match="not the one"):
-            s.recover_receipts()
+        with pytest.raises(ErasureIncompleteError, match="not overwriting"):
+            s.recover_receipts(min_age_seconds=0)
     assert [row for row in journal(db) if row[1] is None] == [("t2", None)]
 
 
@@ -258,3 +274,87 @@ def test_control_characters_in_file_names_cannot_forge_output(tmp_path: Path) ->
     assert res.returncode == 1
     assert len(res.stdout.splitlines()) == 1 and res.stdout.startswith("FAIL")
     assert "\\n" in res.stdout
+
+
+def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as backend
+
+    db = tmp_path / "a.db"
+    conn = sqlite3.connect(db, check_same_thread=False, timeout=0.2)
+    s = AttestingSqliteSaver(conn, signer=signer)
+    put(s, "t")
+    blocker = sqlite3.connect(db, isolation_level=None)
+
+    def busy_mark(*a: Any) -> None:
+        blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database
+        try:
+            backend.mark_issued(*a)
+        finally:
+            blocker.execute("ROLLBACK")
+
+    monkeypatch.setattr(savers, "mark_issued", busy_mark)
+    first = s.erase_thread("t")  # returned: signed from the journaled statement
+    monkeypatch.undo()
+    assert not conn.in_transaction
+    put(s, "other")  # the connection is usable
+    [again] = s.recover_receipts(min_age_seconds=0)
+    assert again.to_json() == first.to_json()  # recovery re-signs the same statement
+    conn.close()
+    blocker.close()
+
+
+def test_recovery_leaves_young_entries_to_the_process_still_signing(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erasure_receipts import savers
+
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        put(s, "t")
+        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+            sqlite3.OperationalError("injected")))  # fmt: skip
+        with pytest.raises(ErasureIncompleteError):
+            s.erase_thread("t")
+        monkeypatch.undo()
+        assert s.recover_receipts() == []  # default lease: 300 s
+        assert journal(db) == [("t", None)]
+        assert len(s.recover_receipts(min_age_seconds=0)) == 1
+
+
+def test_recovery_without_the_store_reports_instead_of_crashing(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erasure_receipts import savers
+
+    db, store = tmp_path / "a.db", InMemoryStore()
+    store.put(NS, "k", {"v": 1})
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as s:
+        put(s, "a")
+        put(s, "b")
+        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+            sqlite3.OperationalError("injected")))  # fmt: skip
+        for t, ns in (("a", [NS]), ("b", [])):
+            with pytest.raises(ErasureIncompleteError):
+                s.erase_thread(t, store_namespaces=ns)
+        monkeypatch.undo()
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as bare:  # no store=
+        with pytest.raises(ErasureIncompleteError, match="same store=") as ei:
+            bare.recover_receipts(min_age_seconds=0)
+        assert [r.thread_id for r in ei.value.recovered] == ["b"]
+
+
+def test_second_erasure_keeps_the_first_tombstone(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        put(s, "t")
+        first = s.erase_thread("t")
+        second = s.erase_thread("t")
+        assert second.predicate["pre_state"]["leaves"] == 0
+        assert second.predicate["issued_at"] >= first.predicate["issued_at"]
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT receipt_id FROM erasure_tombstones").fetchall() == [
+            (first.receipt_id,)
+        ]

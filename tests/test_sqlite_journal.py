@@ -24,6 +24,10 @@ from scenario import MARKER, raw_rows
 T = "t-journal"
 
 
+def recover_args(db: Path, key: Path, archive: Path) -> list[str]:
+    return [str(db), "--key", str(key), "--archive", str(archive), "--min-age", "0"]
+
+
 def put(saver: Any, thread: str, i: int) -> None:
     cp = empty_checkpoint()
     cp["id"] = f"1ef{i:029d}"
@@ -53,13 +57,15 @@ def test_archive_failure_after_commit_is_recoverable(tmp_path: Path, signer: Sig
         [(rid, thread, sha)] = journal(db)
         assert thread == T and sha is None
         archive.unlink()
-        [receipt] = s.recover_receipts()
-        assert s.recover_receipts() == []  # closed: nothing pending any more
+        [receipt] = s.recover_receipts(min_age_seconds=0)
+        assert s.recover_receipts(min_age_seconds=0) == []  # closed: nothing pending any more
     assert receipt.receipt_id == rid
     assert receipt.pre_digest == preview.digest
     assert receipt.predicate["pre_state"]["tables"]["checkpoints"]["rows"] == 3
+    # The statement was journaled before signing failed, so the recovered receipt is
+    # exactly the one the erasure would have returned (same checks, same bytes).
     names = [c["name"] for c in receipt.predicate["checks"]]
-    assert "issued_from_journal" in names and "api_list_empty" in names
+    assert "raw_rows_zero_after_commit" in names and "issued_from_journal" not in names
     assert verify_receipt((archive / f"{rid}.json").read_bytes(), [signer.public_key])
     assert journal(db)[0][2] is not None
 
@@ -73,7 +79,7 @@ CRASH = textwrap.dedent(
     def die(*a, **k):
         os._exit(17)  # the process dies after the commit, before any receipt exists
 
-    savers.issue_receipt = die
+    setattr(savers, sys.argv[2], die)
     signer = Signer.from_seed(bytes(range(32)))
     with AttestingSqliteSaver.from_conn_string(sys.argv[1], signer=signer) as s:
         for i in range(4):
@@ -85,19 +91,30 @@ CRASH = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize(
+    ("dies_in", "post_check"),
+    [
+        ("record_statement", "raw_rows_zero_at_recovery"),  # nothing but the journal entry
+        ("sign_and_archive", "raw_rows_zero_after_commit"),  # statement already journaled
+    ],
+)
 def test_process_killed_after_commit_recovers_in_another_process(
-    tmp_path: Path, signer: Signer
+    tmp_path: Path, signer: Signer, dies_in: str, post_check: str
 ) -> None:
     db = tmp_path / "a.db"
-    proc = subprocess.run([sys.executable, "-c", CRASH, str(db)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", CRASH, str(db), dies_in],
+                          capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 17, proc.stderr
     preview = proc.stdout.strip()
     assert raw_rows(db, "checkpoints", "thread_id = ?", (T,)) == []
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=tmp_path / "r") as s:
         assert s.is_erased(T)  # the tombstone committed with the deletion
-        [receipt] = s.recover_receipts()
+        [receipt] = s.recover_receipts(min_age_seconds=0)
     assert receipt.pre_digest == preview
     assert receipt.predicate["pre_state"]["leaves"] == 4
+    names = [c["name"] for c in receipt.predicate["checks"]]
+    assert post_check in names
+    assert ("issued_from_journal" in names) == (post_check == "raw_rows_zero_at_recovery")
     v = verify_receipt((tmp_path / "r" / f"{receipt.receipt_id}.json").read_bytes(),
                        [signer.public_key])  # fmt: skip
     assert v.thread_id == T
@@ -119,7 +136,7 @@ def test_receipt_archived_but_not_marked_is_not_issued_twice(
         first = s.erase_thread(T)  # the receipt is returned and archived regardless
         assert journal(db)[0][2] is None
         monkeypatch.undo()
-        [again] = s.recover_receipts()
+        [again] = s.recover_receipts(min_age_seconds=0)
     assert again.to_json() == first.to_json()  # the archived one, not a second receipt
     assert len(list(archive.iterdir())) == 1
     assert journal(db)[0][2] is not None
@@ -137,8 +154,8 @@ def test_tampered_archive_is_not_overwritten(tmp_path: Path, signer: Signer, mon
         monkeypatch.undo()
         path = archive / f"{r.receipt_id}.json"
         path.write_bytes(path.read_bytes().replace(b'"erased"', b'"ERASED"'))
-        with pytest.raises(ErasureIncompleteError, match="does not verify"):
-            s.recover_receipts()
+        with pytest.raises(ErasureIncompleteError, match="not overwriting"):
+            s.recover_receipts(min_age_seconds=0)
     assert b"ERASED" in path.read_bytes()
 
 
@@ -167,8 +184,8 @@ async def test_async_recover(tmp_path: Path, signer: Signer) -> None:
         with pytest.raises(ErasureIncompleteError):
             await s.aerase_thread(T)
         archive.unlink()
-        [receipt] = await s.arecover_receipts()
-        assert await s.arecover_receipts() == []
+        [receipt] = await s.arecover_receipts(min_age_seconds=0)
+        assert await s.arecover_receipts(min_age_seconds=0) == []
     assert receipt.pre_digest == preview.digest
     assert (archive / f"{receipt.receipt_id}.json").exists()
 
@@ -184,12 +201,14 @@ def test_cli_recover(tmp_path: Path, signer: Signer) -> None:
             s.erase_thread(T)
     archive.unlink()
     cli = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
-    res = subprocess.run([*cli, "recover", str(db), "--key", str(key), "--archive", str(archive)],
-                         capture_output=True, text=True)  # fmt: skip
+    res = subprocess.run(
+        [*cli, "recover", *recover_args(db, key, archive)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
     assert "1 receipt(s) recovered" in res.stderr
     [path] = archive.iterdir()
     assert verify_receipt(path.read_bytes(), [signer.public_key]).thread_id == T
-    again = subprocess.run([*cli, "recover", str(db), "--key", str(key), "--archive", str(archive)],
-                           capture_output=True, text=True)  # fmt: skip
+    again = subprocess.run(
+        [*cli, "recover", *recover_args(db, key, archive)], capture_output=True, text=True
+    )
     assert again.returncode == 0 and "0 receipt(s) recovered" in again.stderr

@@ -311,6 +311,13 @@ def recover(
     password_env: Annotated[
         str | None, typer.Option(help="env var holding the private key's password")
     ] = None,
+    min_age: Annotated[
+        float,
+        typer.Option(
+            help="only entries older than this many seconds (younger ones may "
+            "still be signing in a running process)"
+        ),
+    ] = 300.0,
 ) -> None:
     """Issue receipts for erasures that committed but never got one (crash, full disk)."""
     from .errors import ErasureError, ErasureIncompleteError
@@ -319,7 +326,7 @@ def recover(
     failure: ErasureError | None = None
     with _open_saver(db, signer, archive) as saver:
         try:
-            receipts = saver.recover_receipts()
+            receipts = saver.recover_receipts(min_age_seconds=min_age)
         except ErasureIncompleteError as exc:
             receipts, failure = list(exc.recovered), exc
         except ErasureError as exc:

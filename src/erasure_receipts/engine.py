@@ -41,11 +41,12 @@ __all__ = [
     "RowsOutcome",
     "TableCount",
     "erase_rows",
-    "issue_receipt",
+    "final_statement",
     "measure_rows",
     "preflight",
     "request_from_journal",
     "resume_rows",
+    "sign_and_archive",
 ]
 
 RECEIPT_HEADROOM = 16 * 1024
@@ -191,8 +192,6 @@ def erase_rows(
     if the process dies after commit the receipt can still be issued later from the
     database (``resume_rows``) instead of the measurement being lost with the rows.
     """
-    receipt_id = str(uuid.uuid4())
-    issued_at = format_time(clock())
     parts = list(backend.parts())
     methods = {p.group: p.method for p in sorted(parts, key=lambda p: p.table)}
     preflight(backend, request, parts, methods, generator_version)
@@ -202,6 +201,10 @@ def erase_rows(
     ]  # fmt: skip
     try:
         with backend.transaction():
+            # Identity and time are taken once the write lock is held, so receipts of
+            # erasures that queued behind each other are ordered like the erasures.
+            receipt_id = str(uuid.uuid4())
+            issued_at = format_time(clock())
             pre_root, pre_tables = _measure_all(parts, erase=True)
             left = {p.table: n for p in parts if (n := p.remaining())}
             if left:
@@ -268,7 +271,7 @@ def resume_rows(
          "detail": "receipt issued after an interruption, from the committed erasure journal"}
     )  # fmt: skip
     entry = {**entry, "checks": checks}
-    return _after_commit(backend, request, receipt_id, issued_at, entry)
+    return _after_commit(backend, request, receipt_id, issued_at, entry, at_recovery=True)
 
 
 def _after_commit(
@@ -277,6 +280,8 @@ def _after_commit(
     receipt_id: str,
     issued_at: str,
     entry: dict[str, Any],
+    *,
+    at_recovery: bool = False,
 ) -> RowsOutcome:
     residue = backend.reduce_residue()
     # Re-read the raw tables after commit: this *is* the post-state measurement.
@@ -286,8 +291,14 @@ def _after_commit(
         raise ErasureIncompleteError(
             f"rows of thread {request.thread_id!r} present after commit: {left}", remaining=left
         )
+    # A recovery measures later than the commit and says so: nothing is claimed about
+    # the moment right after a commit that nobody measured.
     checks = [
         *entry["checks"],
+        {"name": "raw_rows_zero_at_recovery", "result": "pass",
+         "detail": "post-state digest re-measured from the raw tables when the receipt "
+                   "was issued from the journal"}
+        if at_recovery else
         {"name": "raw_rows_zero_after_commit", "result": "pass",
          "detail": "post-state digest re-measured from the raw tables"},
     ]  # fmt: skip
@@ -381,17 +392,18 @@ def _safe_measure(backend: ErasureBackend) -> dict[str, TableCount]:
         return {}
 
 
-def issue_receipt(
+def final_statement(
     outcome: RowsOutcome,
     api_checks: Sequence[tuple[str, int, str]],
-    signer: Signer,
     *,
-    archive: Path | None = None,
     generator_version: str,
-) -> Receipt:
-    """Phase two: record the public-API checks, then build, sign and archive.
+) -> dict[str, Any]:
+    """Phase two, part one: add the public-API checks and build the statement.
 
     ``api_checks`` holds ``(name, items_found, detail)``; any non-zero count aborts.
+    The statement is journaled before it is signed: Ed25519 is deterministic, so every
+    process that signs a journaled statement with the same key produces the same bytes
+    (a recovery racing the original erasure can only ever issue the identical receipt).
     """
     found = {name: n for name, n, _ in api_checks if n}
     if found:
@@ -404,16 +416,32 @@ def issue_receipt(
     ]
     if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
         raise ErasureIncompleteError("post-state digest is not the empty root")
-    statement = _statement(
+    return _statement(
         outcome.backend, outcome.request, outcome.receipt_id, outcome.issued_at,
         outcome.pre_digest, {k: v.to_json() for k, v in outcome.pre_tables.items()},
         outcome.post_digest, {k: v.to_json() for k, v in outcome.post_tables.items()},
         outcome.methods, checks, outcome.residue, generator_version,
     )  # fmt: skip
+
+
+def sign_and_archive(statement: Mapping[str, Any], signer: Signer, archive: Path | None) -> Receipt:
+    """Phase two, part two: sign and write ``<archive>/<receipt_id>.json`` durably.
+
+    Idempotent: if the file already holds this very receipt (another process signed the
+    same journaled statement), that is success; anything else there is never replaced.
+    """
     receipt = Receipt.sign(statement, signer)
-    if archive is not None:
-        archive.mkdir(parents=True, exist_ok=True)
-        receipt.save(archive / f"{outcome.receipt_id}.json")
+    if archive is None:
+        return receipt
+    archive.mkdir(parents=True, exist_ok=True)
+    path = archive / f"{receipt.receipt_id}.json"
+    try:
+        receipt.save(path)
+    except FileExistsError:
+        if path.read_bytes() != receipt.to_json():
+            raise ErasureIncompleteError(
+                f"{path} already exists with different content; not overwriting it"
+            ) from None
     return receipt
 
 

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +38,7 @@ from .backends.sqlite import (
     journal_receipts,
     mark_issued,
     pending_journal,
+    record_statement,
     scrub,
 )
 from .backends.store import PAGE_SIZE, StoreSweepPart, count_items
@@ -47,15 +48,16 @@ from .engine import (
     RowsOutcome,
     TableCount,
     erase_rows,
-    issue_receipt,
+    final_statement,
+    format_time,
     measure_rows,
     request_from_journal,
     resume_rows,
+    sign_and_archive,
 )
 from .errors import ErasureIncompleteError, Error, ThreadErasedError
 from .receipt import Receipt
 from .signing import Signer
-from .verify import verify_receipt
 
 __all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "ThreadDigest"]
 
@@ -191,46 +193,43 @@ class _Attesting:
         request = request_from_journal(entry)
         return resume_rows(self._backend(conn, request), request, receipt_id, issued_at, entry)
 
-    def _issue(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> Receipt:
+    def _statement_of(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> str:
+        statement = final_statement(outcome, api, generator_version=__version__)
+        return json.dumps(statement, sort_keys=True, ensure_ascii=False)
+
+    def _sign(self, statement_json: str) -> Receipt:
+        """Sign a journaled statement and archive the receipt (deterministic bytes)."""
         try:
-            receipt = issue_receipt(
-                outcome, api, self.signer, archive=self.archive, generator_version=__version__
-            )
+            receipt = sign_and_archive(json.loads(statement_json), self.signer, self.archive)
         except ErasureIncompleteError:
             raise
         except Exception as exc:
             raise ErasureIncompleteError(
-                f"thread {outcome.request.thread_id!r} was erased and the erasure committed, "
-                f"but its receipt could not be issued ({type(exc).__name__}: {exc}); the "
-                "erasure journal in the database keeps the measurement: call "
-                "recover_receipts() to issue it"
+                "the erasure committed, but its receipt could not be issued "
+                f"({type(exc).__name__}: {exc}); the erasure journal in the database keeps "
+                "the measurement: call recover_receipts() to issue it"
             ) from exc
         self.last_receipt = receipt
         return receipt
 
-    def _archived(self, receipt_id: str, entry: str) -> Receipt | None:
-        """A receipt an interrupted run already archived for this journal entry."""
-        if self.archive is None:
-            return None
-        path = self.archive / f"{receipt_id}.json"
-        if not path.exists():
-            return None
-        data = path.read_bytes()
-        try:
-            v = verify_receipt(data, [self.signer.public_key])
-        except Error as exc:
+    @staticmethod
+    def _journal_failed(exc: BaseException) -> ErasureIncompleteError:
+        return ErasureIncompleteError(
+            "the erasure committed, but its statement could not be journaled "
+            f"({type(exc).__name__}: {exc}); no receipt was issued: call recover_receipts() "
+            "once the database is available"
+        )
+
+    def _recovery_cutoff(self, min_age_seconds: float) -> str:
+        now = self.clock() if self.clock is not None else datetime.now(UTC)
+        return format_time(now - timedelta(seconds=min_age_seconds))
+
+    def _needs_store(self, request: ErasureRequest) -> None:
+        if request.store_namespaces and self.store is None:
             raise ErasureIncompleteError(
-                f"{path} exists but does not verify ({exc.reason}); not overwriting it"
-            ) from exc
-        expected = json.loads(entry)
-        if (v.receipt_id, v.thread_id, v.pre_digest) != (
-            receipt_id, expected["thread_id"], expected["pre_digest"]
-        ):  # fmt: skip
-            raise ErasureIncompleteError(
-                f"{path} is a valid receipt, but not the one for this journal entry "
-                f"(thread {v.thread_id!r}); not overwriting it"
+                "this journal entry covers store namespaces; recover with the same store= "
+                "as the erasure"
             )
-        return Receipt.from_json(data)
 
     @staticmethod
     def _recovery_error(failures: dict[str, str], recovered: list[Receipt]) -> None:
@@ -364,13 +363,22 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         with self.lock, self._store_lock():
             self.setup()
             outcome, backend = self._phase_one(self.conn, request)
-        receipt = self._issue(outcome, self._api_checks(request, backend.checkpoint_namespaces))
+        statement = self._statement_of(
+            outcome, self._api_checks(request, backend.checkpoint_namespaces)
+        )
+        try:
+            with self.lock:
+                statement = record_statement(self.conn, outcome.receipt_id, statement)
+        except sqlite3.Error as exc:
+            raise self._journal_failed(exc) from exc
+        receipt = self._sign(statement)
         self._mark_issued(receipt)
         return receipt
 
     def _mark_issued(self, receipt: Receipt) -> None:
-        # Best effort: if this fails the journal entry stays open, and recover_receipts()
-        # later finds the archived receipt (or issues it again under the same id).
+        # Best effort (it rolls back on failure): if it fails, the journal entry stays
+        # open with its statement, and recover_receipts() re-signs that statement -
+        # producing this very receipt again, byte for byte.
         with suppress(sqlite3.Error), self.lock:
             mark_issued(self.conn, receipt.receipt_id, receipt.to_json())
 
@@ -384,33 +392,39 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             self.setup()
             return [Receipt.from_json(b) for b in journal_receipts(self.conn, thread_id)]
 
-    def recover_receipts(self) -> list[Receipt]:
+    def recover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
         """Issue the receipts of erasures that committed but never got one.
 
-        An erasure commits its journal entry (pre-state digest and counts) in the same
-        transaction as the deletion; if the process died or the archive failed before
-        the receipt was signed, this re-verifies that the scope is still empty and
-        issues the receipt with the original id, time and pre-state digest. Entries
-        that cannot be attested (e.g. a thread id reused after ``tombstone=False``) stay
-        open and are listed in the ``ErasureIncompleteError`` raised at the end, whose
-        ``recovered`` attribute holds the receipts that were issued.
+        Only entries older than ``min_age_seconds`` are touched: a younger one may still
+        be signing in another process. An entry whose statement was journaled is simply
+        signed (the same receipt the original process would have produced); otherwise
+        the scope is re-verified now (``raw_rows_zero_at_recovery``) and the receipt
+        issued under the original id, time and pre-state digest. Entries that cannot be
+        attested stay open and are listed in the ``ErasureIncompleteError`` raised at the
+        end, whose ``recovered`` attribute holds the receipts that were issued.
         """
         self._resolve_store_rows()
         with self.lock:
             self.setup()
-            pending = pending_journal(self.conn)
+            pending = pending_journal(self.conn, self._recovery_cutoff(min_age_seconds))
         out: list[Receipt] = []
         failures: dict[str, str] = {}
-        for receipt_id, issued_at, entry in pending:
+        for receipt_id, issued_at, entry, statement in pending:
             try:  # one entry that cannot be attested must not block the others
-                receipt = self._archived(receipt_id, entry)
-                if receipt is None:
+                if statement is None:
                     request = request_from_journal(entry)
+                    self._needs_store(request)
                     with self.lock, self._store_lock():
                         outcome = self._resume(self.conn, receipt_id, issued_at, entry)
-                    receipt = self._issue(outcome, self._api_checks(request, set()))
-            except Error as exc:
-                failures[receipt_id] = exc.message
+                    statement = self._statement_of(outcome, self._api_checks(request, set()))
+                    try:
+                        with self.lock:
+                            statement = record_statement(self.conn, receipt_id, statement)
+                    except sqlite3.Error as exc:
+                        raise self._journal_failed(exc) from exc
+                receipt = self._sign(statement)
+            except Exception as exc:
+                failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
                 continue
             self._mark_issued(receipt)
             out.append(receipt)
@@ -588,9 +602,20 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         async with self.lock:
             outcome, backend = await self._run(self._phase_one, self.conn._conn, request)
         api = await self._aapi_checks(request, backend.checkpoint_namespaces)
-        receipt: Receipt = await asyncio.to_thread(self._issue, outcome, api)
+        statement = await self._arecord(outcome.receipt_id, self._statement_of(outcome, api))
+        receipt: Receipt = await asyncio.to_thread(self._sign, statement)
         await self._amark_issued(receipt)
         return receipt
+
+    async def _arecord(self, receipt_id: str, statement: str) -> str:
+        try:
+            async with self.lock:
+                recorded: str = await self._run(
+                    record_statement, self.conn._conn, receipt_id, statement
+                )
+        except sqlite3.Error as exc:
+            raise self._journal_failed(exc) from exc
+        return recorded
 
     async def _amark_issued(self, receipt: Receipt) -> None:
         with suppress(sqlite3.Error):
@@ -605,26 +630,29 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
             blobs = await self._run(journal_receipts, self.conn._conn, thread_id)
         return [Receipt.from_json(b) for b in blobs]
 
-    async def arecover_receipts(self) -> list[Receipt]:
+    async def arecover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
         """Async :meth:`AttestingSqliteSaver.recover_receipts`."""
         await self.setup()
         await self._resolve_store_rows_async()
+        cutoff = self._recovery_cutoff(min_age_seconds)
         async with self.lock:
-            pending = await self._run(pending_journal, self.conn._conn)
+            pending = await self._run(pending_journal, self.conn._conn, cutoff)
         out: list[Receipt] = []
         failures: dict[str, str] = {}
-        for receipt_id, issued_at, entry in pending:
+        for receipt_id, issued_at, entry, statement in pending:
             try:
-                receipt = await asyncio.to_thread(self._archived, receipt_id, entry)
-                if receipt is None:
+                if statement is None:
+                    request = request_from_journal(entry)
+                    self._needs_store(request)
                     async with self.lock:
                         outcome = await self._run(
                             self._resume, self.conn._conn, receipt_id, issued_at, entry
                         )
-                    api = await self._aapi_checks(request_from_journal(entry), set())
-                    receipt = await asyncio.to_thread(self._issue, outcome, api)
-            except Error as exc:
-                failures[receipt_id] = exc.message
+                    api = await self._aapi_checks(request, set())
+                    statement = await self._arecord(receipt_id, self._statement_of(outcome, api))
+                receipt = await asyncio.to_thread(self._sign, statement)
+            except Exception as exc:
+                failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
                 continue
             await self._amark_issued(receipt)
             out.append(receipt)

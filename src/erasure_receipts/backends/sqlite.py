@@ -33,6 +33,7 @@ __all__ = [
     "mark_issued",
     "namespace_condition",
     "pending_journal",
+    "record_statement",
     "scrub",
 ]
 
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS erasure_journal (
     thread_id TEXT NOT NULL,
     issued_at TEXT NOT NULL,
     entry TEXT NOT NULL,
+    statement TEXT,
     receipt_sha256 TEXT,
     receipt TEXT
 );
@@ -74,14 +76,47 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
     conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
 
 
+@contextmanager
+def _autocommit(conn: sqlite3.Connection) -> Iterator[None]:
+    """One short write transaction that is committed, or rolled back on any failure
+    (a busy database must never leave the saver's connection inside a transaction)."""
+    try:
+        yield
+        conn.commit()
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+def record_statement(conn: sqlite3.Connection, receipt_id: str, statement: str) -> str:
+    """Journal the statement about to be signed, first writer wins; returns the winner.
+
+    Whoever signs the journaled statement (this process or a later recovery) produces
+    the identical receipt, because Ed25519 signatures are deterministic.
+    """
+    with _autocommit(conn):
+        conn.execute(
+            "UPDATE erasure_journal SET statement = ? WHERE receipt_id = ? AND statement IS NULL",
+            (statement, receipt_id),
+        )
+        row = conn.execute(
+            "SELECT statement FROM erasure_journal WHERE receipt_id = ?", (receipt_id,)
+        ).fetchone()
+    if row is None or row[0] is None:
+        raise RuntimeError(f"erasure journal entry {receipt_id} is missing")
+    return str(row[0])
+
+
 def mark_issued(conn: sqlite3.Connection, receipt_id: str, receipt_json: bytes) -> None:
     """Close a journal entry with its signed receipt, so the receipt can never be lost
-    (it holds digests and counts, no row content)."""
-    conn.execute(
-        "UPDATE erasure_journal SET receipt_sha256 = ?, receipt = ? WHERE receipt_id = ?",
-        (hashlib.sha256(receipt_json).hexdigest(), receipt_json.decode("utf-8"), receipt_id),
-    )
-    conn.commit()
+    (it holds digests and counts, no row content). First writer wins."""
+    with _autocommit(conn):
+        conn.execute(
+            "UPDATE erasure_journal SET receipt_sha256 = ?, receipt = ? "
+            "WHERE receipt_id = ? AND receipt_sha256 IS NULL",
+            (hashlib.sha256(receipt_json).hexdigest(), receipt_json.decode("utf-8"), receipt_id),
+        )
 
 
 def journal_receipts(conn: sqlite3.Connection, thread_id: str | None = None) -> list[bytes]:
@@ -92,18 +127,25 @@ def journal_receipts(conn: sqlite3.Connection, thread_id: str | None = None) -> 
         "ORDER BY issued_at, receipt_id",
         params,
     ).fetchall()
-    conn.commit()  # end the implicit read transaction
+    if conn.in_transaction:
+        conn.commit()  # end the implicit read transaction
     return [str(r[0]).encode("utf-8") for r in rows]
 
 
-def pending_journal(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
-    """``(receipt_id, issued_at, entry)`` of erasures committed without a receipt."""
-    rows = conn.execute(
-        "SELECT receipt_id, issued_at, entry FROM erasure_journal "
-        "WHERE receipt_sha256 IS NULL ORDER BY issued_at, receipt_id"
-    ).fetchall()
-    conn.commit()  # end the implicit read transaction
-    return [(str(a), str(b), str(c)) for a, b, c in rows]
+def pending_journal(
+    conn: sqlite3.Connection, older_than: str | None = None
+) -> list[tuple[str, str, str, str | None]]:
+    """``(receipt_id, issued_at, entry, statement)`` of erasures committed without a
+    receipt, optionally only those that began before ``older_than`` (an erasure still
+    signing in another process is younger than any sensible lease)."""
+    cutoff, params = ("AND issued_at < ?", (older_than,)) if older_than else ("", ())
+    with _autocommit(conn):
+        rows = conn.execute(
+            "SELECT receipt_id, issued_at, entry, statement FROM erasure_journal "
+            f"WHERE receipt_sha256 IS NULL {cutoff} ORDER BY issued_at, receipt_id",
+            params,
+        ).fetchall()
+    return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
 
 
 def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
@@ -368,8 +410,9 @@ class SqliteBackend:
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
-            "VALUES (?, ?, ?)",
+            # An existing tombstone keeps pointing at the erasure that removed the data.
+            "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
+            "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
             (self.thread_id, receipt_id, erased_at),
         )
 

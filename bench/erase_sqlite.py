@@ -405,7 +405,7 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
         (engine, "_measure_all", "_measure_all"),
         (engine, "measure_rows", "post-commit measure_rows"),
         (savers.AttestingSqliteSaver, "_api_checks", "_api_checks (get_tuple/list)"),
-        (savers.AttestingSqliteSaver, "_issue", "_issue (build + sign receipt)"),
+        (savers.AttestingSqliteSaver, "_sign", "_sign (sign + archive receipt)"),
         (savers.AttestingSqliteSaver, "_backend", "_backend (SqliteBackend init)"),
         (savers.AttestingSqliteSaver, "_resolve_store_rows", "_resolve_store_rows"),
     ]
@@ -451,13 +451,13 @@ def erase_breakdown(path: Path, tid: str) -> dict[str, Any]:
         sql_counts = dict(conn.counts)  # type: ignore[attr-defined]
     f = {k: v[0] for k, v in rec.items()}
     calls = {k: v[1] for k, v in rec.items()}
-    # SqlTablePart.erase = measure (stream rows, encode, hash) + the DELETE statement;
+    # SqlTablePart.erase = measure (stream rows, hash); its DELETE runs in finish();
     # leaf hashing / MerkleTree.append_hash only run there (the post-commit re-measure
     # finds no rows), so the row-fetch share is what remains of measure.
     enc = f.get("row leaf hashing (streamed)", 0.0)
     mt = f.get("MerkleTree.append_hash (node hashing)", 0.0)
     delete = sql.get("sql: DELETE (incl. secure_delete zeroing)", 0.0)
-    measure_in_txn = f.get("SqlTablePart.erase", 0.0) - delete
+    measure_in_txn = f.get("SqlTablePart.erase", 0.0)  # the DELETE runs later, in finish()
     residue = f.get("reduce_residue", 0.0)
     wal = sql.get("sql: PRAGMA wal_checkpoint(TRUNCATE)", 0.0)
     phases = {
@@ -472,7 +472,7 @@ def erase_breakdown(path: Path, tid: str) -> dict[str, Any]:
         "reduce_residue: other": residue - wal,
         "post-commit measure_rows": f.get("post-commit measure_rows", 0.0),
         "public-API checks (get_tuple/list)": f.get("_api_checks (get_tuple/list)", 0.0),
-        "issue receipt (build + sign)": f.get("_issue (build + sign receipt)", 0.0),
+        "issue receipt (build + sign)": f.get("_sign (sign + archive receipt)", 0.0),
     }
     accounted = sum(phases.values())
     phases["other / unaccounted"] = total - accounted
@@ -692,7 +692,8 @@ def part_erase(tmp: Path, quick: bool, rounds: int | None) -> dict[str, Any]:
         print(f"  {p:<58} {fmt_s(bd_med[p]):>10}  {bd_med[p] / bd_total * 100:5.1f}%")
     print(
         f"\n[erase] what-if, leaf hashing of the {whatif['rows']} rows (identical hashes): "
-        f"now {fmt_s(whatif['current_encode_row_plus_leaf_hash_s'])}, streaming into "
+        f"encode_row + leaf_hash (reference) "
+        f"{fmt_s(whatif['current_encode_row_plus_leaf_hash_s'])}, streaming into "
         f"SHA-256 {fmt_s(whatif['streaming_sha256_s'])}, per-table cached prefixes "
         f"{fmt_s(whatif['cached_prefixes_s'])}"
     )

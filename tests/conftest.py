@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
-from erasure_receipts import Signer
+from erasure_receipts import Receipt, Signer
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -20,3 +24,22 @@ def pub_pem(tmp_path: Path, signer: Signer) -> Path:
     path = tmp_path / "signer.pub.pem"
     path.write_bytes(signer.public_pem())
     return path
+
+
+_SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "receipt.schema.json").read_text())
+_VALIDATOR = jsonschema.Draft202012Validator(_SCHEMA)
+
+
+@pytest.fixture(autouse=True)
+def every_signed_receipt_matches_the_schema(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Whatever a test makes the library sign (savers, CLI in-process, factories) is
+    validated against schemas/receipt.schema.json, not only the receipts a test checks."""
+    original = Receipt.sign.__func__  # type: ignore[attr-defined]
+
+    def checked(cls: type[Receipt], *args: Any, **kwargs: Any) -> Receipt:
+        receipt = original(cls, *args, **kwargs)
+        _VALIDATOR.validate(json.loads(receipt.to_json()))
+        return receipt
+
+    monkeypatch.setattr(Receipt, "sign", classmethod(checked))
+    yield

@@ -52,3 +52,9 @@ def test_verify_json_output_matches_the_schema(tmp_path: Path) -> None:
         res = subprocess.run([*CLI, "verify", *args, "--json"], capture_output=True, text=True)
         assert res.returncode == code
         v.validate(json.loads(res.stdout))
+
+
+def test_the_schema_guard_is_active() -> None:
+    from erasure_receipts import Receipt
+
+    assert Receipt.sign.__func__.__name__ == "checked"  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ MERKLE_ALGORITHM = "rfc9162-sha256"
 LEAF_ENCODING = "erasure-receipts-row-v1"
 EMPTY_ROOT: bytes = hashlib.sha256(b"").digest()
 
-ColumnValue = None | int | float | str | bytes
+ColumnValue = None | int | float | str | bytes | bytearray | memoryview
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -55,23 +55,34 @@ def _lp(data: bytes) -> bytes:
     return _U64.pack(len(data)) + data
 
 
-def _value(value: ColumnValue) -> bytes:
-    # One type tag per SQL storage class, so 1, 1.0, "1" and b"1" never collide.
-    if value is None:
-        return b"n"
-    if isinstance(value, bool):  # bool is an int subclass; stores never hand us one
-        return b"i" + _I64.pack(int(value))
-    if isinstance(value, int):
+def _emit(out: Callable[[bytes], object], value: ColumnValue) -> None:
+    """Write one column value's encoding to ``out``; the single definition of it.
+
+    One type tag per SQL storage class, so 1, 1.0, "1" and b"1" never collide. Text and
+    blobs go out as header + payload, so large values are never copied into a buffer.
+    """
+    if isinstance(value, bytes):
+        out(b"b" + _U64.pack(len(value)))
+        out(value)
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        out(b"t" + _U64.pack(len(data)))
+        out(data)
+    elif value is None:
+        out(b"n")
+    elif isinstance(value, bool):  # bool is an int subclass; stores never hand us one
+        out(b"i" + _I64.pack(int(value)))
+    elif isinstance(value, int):
         if -(2**63) <= value < 2**63:
-            return b"i" + _I64.pack(value)
-        return b"I" + _lp(str(value).encode("ascii"))
-    if isinstance(value, float):
-        return b"r" + _F64.pack(value)
-    if isinstance(value, str):
-        return b"t" + _lp(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, bytes | bytearray | memoryview):
-        return b"b" + _lp(bytes(value))
-    raise TypeError(f"cannot encode column value of type {type(value).__name__}")
+            out(b"i" + _I64.pack(value))
+        else:
+            out(b"I" + _lp(str(value).encode("ascii")))
+    elif isinstance(value, float):
+        out(b"r" + _F64.pack(value))
+    elif isinstance(value, bytearray | memoryview):
+        _emit(out, bytes(value))
+    else:
+        raise TypeError(f"cannot encode column value of type {type(value).__name__}")
 
 
 def encode_row(
@@ -85,11 +96,13 @@ def encode_row(
     ``(name, raw value)`` in a fixed order, so the leaf commits to the exact stored bytes.
     """
     parts = [b"ERv1", _lp(table.encode("utf-8")), _U32.pack(len(primary_key))]
-    parts.extend(_value(v) for v in primary_key)
-    parts.append(_U32.pack(len(columns)))
+    out = parts.append
+    for v in primary_key:
+        _emit(out, v)
+    out(_U32.pack(len(columns)))
     for name, value in columns:
-        parts.append(_lp(name.encode("utf-8")))
-        parts.append(_value(value))
+        out(_lp(name.encode("utf-8")))
+        _emit(out, value)
     return b"".join(parts)
 
 
@@ -113,24 +126,12 @@ class RowLeafHasher:
         h = hashlib.sha256(self._head)
         update = h.update
         for i in self._pk:
-            _feed(update, row[i])
+            _emit(update, row[i])
         update(self._ncols)
         for name, value in zip(self._names, row, strict=True):
             update(name)
-            _feed(update, value)
+            _emit(update, value)
         return h.digest()
-
-
-def _feed(update: Callable[[bytes], object], value: ColumnValue) -> None:
-    if isinstance(value, bytes):
-        update(b"b" + _U64.pack(len(value)))
-        update(value)
-    elif isinstance(value, str):
-        data = value.encode("utf-8", "surrogatepass")
-        update(b"t" + _U64.pack(len(data)))
-        update(data)
-    else:
-        update(_value(value))
 
 
 class MerkleTree:

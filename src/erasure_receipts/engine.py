@@ -331,11 +331,22 @@ def preflight(
     """
     zero = {p.table: {"rows": 0, "bytes": 0} for p in parts}
     try:
-        st = _statement(
-            backend, request, "00000000-0000-4000-8000-000000000000",
-            "2000-01-01T00:00:00Z", EMPTY_ROOT.hex(), zero, EMPTY_ROOT.hex(), zero, methods,
-            [{"name": "preflight", "result": "pass"}], [], generator_version,
-        )  # fmt: skip
+        st = build_statement(
+            receipt_id="00000000-0000-4000-8000-000000000000",
+            issued_at="2000-01-01T00:00:00Z",
+            thread_id=request.thread_id,
+            store_namespaces=request.store_namespaces,
+            tombstone=request.tombstone,
+            backend=_backend_info(backend),
+            pre_digest=EMPTY_ROOT.hex(),
+            pre_tables=zero,
+            post_digest=EMPTY_ROOT.hex(),
+            post_tables=zero,
+            methods=methods,
+            checks=[{"name": "preflight", "result": "pass"}],
+            residue=[],
+            generator_version=generator_version,
+        )
         canonicalize(validate_statement(st))
         size = len(json.dumps(st, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     except (MalformedReceiptError, ValueError, TypeError) as exc:
@@ -347,42 +358,14 @@ def preflight(
         )
 
 
-def _statement(
-    backend: ErasureBackend,
-    request: ErasureRequest,
-    receipt_id: str,
-    issued_at: str,
-    pre_digest: str,
-    pre_tables: Mapping[str, Mapping[str, int]],
-    post_digest: str,
-    post_tables: Mapping[str, Mapping[str, int]],
-    methods: Mapping[str, str],
-    checks: Sequence[Mapping[str, str]],
-    residue: Sequence[Mapping[str, Any]],
-    generator_version: str,
-) -> dict[str, Any]:
-    return build_statement(
-        receipt_id=receipt_id,
-        issued_at=issued_at,
-        thread_id=request.thread_id,
-        store_namespaces=request.store_namespaces,
-        tombstone=request.tombstone,
-        backend={
-            "kind": backend.kind,
-            "saver": backend.saver,
-            "store": backend.store,
-            "database": backend.database,
-            "versions": dict(backend.versions),
-        },
-        pre_digest=pre_digest,
-        pre_tables=pre_tables,
-        post_digest=post_digest,
-        post_tables=post_tables,
-        methods=methods,
-        checks=checks,
-        residue=residue,
-        generator_version=generator_version,
-    )
+def _backend_info(backend: ErasureBackend) -> dict[str, Any]:
+    return {
+        "kind": backend.kind,
+        "saver": backend.saver,
+        "store": backend.store,
+        "database": backend.database,
+        "versions": dict(backend.versions),
+    }
 
 
 def _safe_measure(backend: ErasureBackend) -> dict[str, TableCount]:
@@ -416,12 +399,22 @@ def final_statement(
     ]
     if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
         raise ErasureIncompleteError("post-state digest is not the empty root")
-    return _statement(
-        outcome.backend, outcome.request, outcome.receipt_id, outcome.issued_at,
-        outcome.pre_digest, {k: v.to_json() for k, v in outcome.pre_tables.items()},
-        outcome.post_digest, {k: v.to_json() for k, v in outcome.post_tables.items()},
-        outcome.methods, checks, outcome.residue, generator_version,
-    )  # fmt: skip
+    return build_statement(
+        receipt_id=outcome.receipt_id,
+        issued_at=outcome.issued_at,
+        thread_id=outcome.request.thread_id,
+        store_namespaces=outcome.request.store_namespaces,
+        tombstone=outcome.request.tombstone,
+        backend=_backend_info(outcome.backend),
+        pre_digest=outcome.pre_digest,
+        pre_tables={k: v.to_json() for k, v in outcome.pre_tables.items()},
+        post_digest=outcome.post_digest,
+        post_tables={k: v.to_json() for k, v in outcome.post_tables.items()},
+        methods=outcome.methods,
+        checks=checks,
+        residue=outcome.residue,
+        generator_version=generator_version,
+    )
 
 
 def sign_and_archive(statement: Mapping[str, Any], signer: Signer, archive: Path | None) -> Receipt:

@@ -41,7 +41,7 @@ from .backends.sqlite import (
     record_statement,
     scrub,
 )
-from .backends.store import PAGE_SIZE, StoreSweepPart, count_items
+from .backends.store import PAGE_SIZE, StoreSweepPart, acount_items, count_items
 from .engine import (
     ErasureRequest,
     Part,
@@ -249,8 +249,21 @@ class _Attesting:
         return self.namespaces_for(str(thread_id)) if self.namespaces_for else ()
 
 
-def _api_check_names(namespaces: set[str]) -> str:
-    return f"get_tuple checked for {len(namespaces)} checkpoint namespace(s)"
+def _api_results(
+    namespaces: set[str], found: int, listed: int, stored: int | None
+) -> list[tuple[str, int, str]]:
+    """The public-API checks as ``(name, items_found, detail)``, sync and async alike."""
+    checks = [
+        ("api_get_tuple_none", found,
+         f"get_tuple checked for {len(namespaces | {''})} checkpoint namespace(s)"),
+        ("api_list_empty", listed, "list() over all namespaces returned nothing"),
+    ]  # fmt: skip
+    if stored is not None:
+        checks.append(
+            ("api_store_search_empty", stored,
+             f"store.search paginated with limit={PAGE_SIZE} under every namespace")
+        )  # fmt: skip
+    return checks
 
 
 class AttestingSqliteSaver(SqliteSaver, _Attesting):
@@ -441,18 +454,11 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
         )
         listed = sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
-        checks = [
-            ("api_get_tuple_none", found, _api_check_names(namespaces | {""})),
-            ("api_list_empty", listed, "list() over all namespaces returned nothing"),
-        ]
+        stored = None
         if request.store_namespaces:
             assert self.store is not None
-            n = count_items(self.store, request.store_namespaces)
-            checks.append(
-                ("api_store_search_empty", n,
-                 f"store.search paginated with limit={PAGE_SIZE} under every namespace")
-            )  # fmt: skip
-        return checks
+            stored = count_items(self.store, request.store_namespaces)
+        return _api_results(namespaces, found, listed, stored)
 
     def digest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
@@ -670,28 +676,11 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         listed = 0
         async for _ in self.alist({"configurable": {"thread_id": tid}}):
             listed += 1
-        checks = [
-            ("api_get_tuple_none", found, _api_check_names(namespaces | {""})),
-            ("api_list_empty", listed, "alist() over all namespaces returned nothing"),
-        ]
+        stored = None
         if request.store_namespaces:
             assert self.store is not None
-            n = 0
-            for sns in request.store_namespaces:
-                offset = 0
-                while True:
-                    page = await self.store.asearch(
-                        sns, limit=PAGE_SIZE, offset=offset, refresh_ttl=False
-                    )
-                    n += len(page)
-                    if len(page) < PAGE_SIZE:
-                        break
-                    offset += len(page)
-            checks.append(
-                ("api_store_search_empty", n,
-                 f"store.asearch paginated with limit={PAGE_SIZE} under every namespace")
-            )  # fmt: skip
-        return checks
+            stored = await acount_items(self.store, request.store_namespaces)
+        return _api_results(namespaces, found, listed, stored)
 
     async def adigest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()

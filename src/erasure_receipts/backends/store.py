@@ -20,7 +20,7 @@ from langgraph.store.base import BaseStore, Item
 from ..digest import encode_row, leaf_hash
 from ..engine import LeafSink, TableCount, iter_pages
 
-__all__ = ["PAGE_SIZE", "StoreSweepPart", "count_items", "item_leaf"]
+__all__ = ["PAGE_SIZE", "StoreSweepPart", "acount_items", "count_items", "item_leaf"]
 
 PAGE_SIZE = 100
 
@@ -51,6 +51,20 @@ def count_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) -> int:
     for ns in namespaces:
         for _ in _all_items(store, ns):
             total += 1
+    return total
+
+
+async def acount_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) -> int:
+    """Async :func:`count_items` (``asearch``, same explicit page size)."""
+    total = 0
+    for ns in namespaces:
+        offset = 0
+        while True:
+            page = await store.asearch(ns, limit=PAGE_SIZE, offset=offset, refresh_ttl=False)
+            total += len(page)
+            if len(page) < PAGE_SIZE:
+                break
+            offset += len(page)
     return total
 
 

@@ -4,43 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
-from langgraph.config import get_store
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
+from langchain_core.messages import HumanMessage
 
 from erasure_receipts.digest import EMPTY_ROOT, encode_row, leaf_hash, node_hash
 
-MARKER = "SSN-078-05-1120-zqx"
+# The graph is the example's own (examples/erase_thread.py), so the suite also proves the
+# example does what its docstring says: marker in turn 1, store item, compaction.
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+from erase_thread import MARKER as MARKER
+from erase_thread import build_graph as build_graph
+
 TURNS = [f"my SSN is {MARKER}", "what's the weather?", "book a table", "thanks", "bye"]
-
-
-class State(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-def remember(state: State) -> dict[str, Any]:
-    last = state["messages"][-1]
-    if MARKER in str(last.content):
-        get_store().put(("users", "alice"), "identity", {"ssn": MARKER})
-    return {"messages": [AIMessage(content=f"noted: {last.content}")]}
-
-
-def compact(state: State) -> dict[str, Any]:
-    return {"messages": [RemoveMessage(id=m.id) for m in state["messages"][:-2] if m.id]}
-
-
-def build_graph(checkpointer: Any, store: Any) -> Any:
-    g = StateGraph(State)
-    g.add_node("remember", remember)
-    g.add_node("compact", compact)
-    g.add_edge(START, "remember")
-    g.add_edge("remember", "compact")
-    g.add_edge("compact", END)
-    return g.compile(checkpointer=checkpointer, store=store)
 
 
 def human(text: str) -> dict[str, Any]:

@@ -487,44 +487,10 @@ def erase_breakdown(path: Path, tid: str) -> dict[str, Any]:
     }
 
 
-def _leaf_hash_streaming(table: str, pk: list[Any], columns: list[tuple[str, Any]]) -> bytes:
-    """Same bytes as leaf_hash(encode_row(...)), fed to SHA-256 without concatenating."""
-    import hashlib
-    import struct
-
-    u32, u64, i64 = struct.Struct(">I"), struct.Struct(">Q"), struct.Struct(">q")
-    h = hashlib.sha256(b"\x00ERv1")
-    t = table.encode("utf-8")
-    h.update(u64.pack(len(t)) + t + u32.pack(len(pk)))
-
-    def value(v: Any) -> None:
-        if v is None:
-            h.update(b"n")
-        elif isinstance(v, int):
-            h.update(b"i" + i64.pack(v))
-        elif isinstance(v, str):
-            b = v.encode("utf-8", "surrogatepass")
-            h.update(b"t" + u64.pack(len(b)))
-            h.update(b)
-        elif isinstance(v, bytes):
-            h.update(b"b" + u64.pack(len(v)))
-            h.update(v)
-        else:  # floats etc. do not occur in these tables
-            raise TypeError(type(v))
-
-    for v in pk:
-        value(v)
-    h.update(u32.pack(len(columns)))
-    for name, v in columns:
-        n = name.encode("utf-8")
-        h.update(u64.pack(len(n)) + n)
-        value(v)
-    return h.digest()
-
-
 def whatif_leaf_hashing(path: Path, tid: str, repeats: int) -> dict[str, Any]:
-    """Current encode_row + leaf_hash vs a streaming hash over the same stored rows."""
-    from erasure_receipts.digest import encode_row, leaf_hash
+    """The library's streaming RowLeafHasher vs the reference leaf_hash(encode_row(...))
+    over the same stored rows (hashes must be identical)."""
+    from erasure_receipts.digest import RowLeafHasher, encode_row, leaf_hash
 
     rows_by_table = {}
     with closing(open_conn(path)) as conn:
@@ -535,82 +501,36 @@ def whatif_leaf_hashing(path: Path, tid: str, repeats: int) -> dict[str, Any]:
             rows = conn.execute(
                 f"SELECT * FROM {table} WHERE thread_id = ? ORDER BY " + ", ".join(pk), (tid,)
             ).fetchall()
-            rows_by_table[table] = (cols, [cols.index(c) for c in pk], rows)
+            rows_by_table[table] = (cols, pk, rows)
 
-    def current() -> list[bytes]:
+    def reference() -> list[bytes]:
         out = []
-        for table, (cols, pk_idx, rows) in rows_by_table.items():
+        for table, (cols, pk, rows) in rows_by_table.items():
+            idx = [cols.index(c) for c in pk]
             for row in rows:
-                out.append(
-                    leaf_hash(
-                        encode_row(
-                            table, [row[i] for i in pk_idx], list(zip(cols, row, strict=True))
-                        )
-                    )
-                )
+                named = list(zip(cols, row, strict=True))
+                out.append(leaf_hash(encode_row(table, [row[i] for i in idx], named)))
         return out
 
-    def streaming() -> list[bytes]:
+    def library() -> list[bytes]:
         out = []
-        for table, (cols, pk_idx, rows) in rows_by_table.items():
-            for row in rows:
-                out.append(
-                    _leaf_hash_streaming(
-                        table, [row[i] for i in pk_idx], list(zip(cols, row, strict=True))
-                    )
-                )
+        for table, (cols, pk, rows) in rows_by_table.items():
+            hasher = RowLeafHasher(table, cols, pk)
+            out.extend(hasher(row) for row in rows)
         return out
 
-    import hashlib
-    import struct
-
-    from erasure_receipts.digest import _value  # the library's own value encoding
-
-    u32, u64 = struct.Struct(">I"), struct.Struct(">Q")
-
-    def lp(b: bytes) -> bytes:
-        return u64.pack(len(b)) + b
-
-    def cached() -> list[bytes]:
-        """encode_row with the per-table constant parts (table name, column-name
-        prefixes, counts) built once, and the 0x00 leaf prefix fed to SHA-256 instead
-        of concatenated: same bytes, less per-row Python work and one copy fewer."""
-        out = []
-        sha = hashlib.sha256
-        for table, (cols, pk_idx, rows) in rows_by_table.items():
-            head = b"ERv1" + lp(table.encode("utf-8")) + u32.pack(len(pk_idx))
-            mid = u32.pack(len(cols))
-            names = [lp(c.encode("utf-8")) for c in cols]
-            for row in rows:
-                parts = [head]
-                parts += [_value(row[i]) for i in pk_idx]
-                parts.append(mid)
-                for nm, v in zip(names, row, strict=True):
-                    parts.append(nm)
-                    parts.append(_value(v))
-                h = sha(b"\x00")
-                h.update(b"".join(parts))
-                out.append(h.digest())
-        return out
-
-    ref = current()
-    assert ref == streaming(), "streaming leaf hash differs"
-    assert ref == cached(), "cached-prefix leaf hash differs"
-    tc, ts, tk = [], [], []
+    assert reference() == library(), "streaming leaf hash differs from the reference"
+    tr, tl = [], []
     for _ in range(repeats):
-        for fn, acc in ((current, tc), (streaming, ts), (cached, tk)):
+        for fn, acc in ((reference, tr), (library, tl)):
             gc.collect()
             t0 = time.perf_counter()
             fn()
             acc.append(time.perf_counter() - t0)
-    n = sum(len(r[2]) for r in rows_by_table.values())
     return {
-        "rows": n,
-        "current_encode_row_plus_leaf_hash_s": min(tc),
-        "streaming_sha256_s": min(ts),
-        "cached_prefixes_s": min(tk),
-        "saving_streaming_s": min(tc) - min(ts),
-        "saving_cached_prefixes_s": min(tc) - min(tk),
+        "rows": sum(len(r[2]) for r in rows_by_table.values()),
+        "reference_encode_then_hash_s": min(tr),
+        "library_row_leaf_hasher_s": min(tl),
         "identical_hashes": True,
     }
 
@@ -691,11 +611,9 @@ def part_erase(tmp: Path, quick: bool, rounds: int | None) -> dict[str, Any]:
     for p in sorted(phase_names, key=lambda p: -bd_med[p]):
         print(f"  {p:<58} {fmt_s(bd_med[p]):>10}  {bd_med[p] / bd_total * 100:5.1f}%")
     print(
-        f"\n[erase] what-if, leaf hashing of the {whatif['rows']} rows (identical hashes): "
-        f"encode_row + leaf_hash (reference) "
-        f"{fmt_s(whatif['current_encode_row_plus_leaf_hash_s'])}, streaming into "
-        f"SHA-256 {fmt_s(whatif['streaming_sha256_s'])}, per-table cached prefixes "
-        f"{fmt_s(whatif['cached_prefixes_s'])}"
+        f"\n[erase] leaf hashing of the {whatif['rows']} rows (identical hashes): reference "
+        f"encode_row + leaf_hash {fmt_s(whatif['reference_encode_then_hash_s'])}, library "
+        f"RowLeafHasher {fmt_s(whatif['library_row_leaf_hasher_s'])}"
     )
     return {
         "params": {

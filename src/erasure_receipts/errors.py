@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ConfigurationError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
     "InputError",
     "KeyFormatError",
     "MalformedReceiptError",
+    "NotALangGraphDatabaseError",
+    "NothingToEraseError",
     "ReceiptSemanticsError",
     "SignatureError",
     "ThreadErasedError",
@@ -46,6 +49,18 @@ class InputError(Error):
     """The input could not be read at all (missing file, permission, I/O)."""
 
     reason = "unreadable"
+
+
+class NotALangGraphDatabaseError(InputError):
+    """The database has no LangGraph checkpoint tables: nothing in it can be attested."""
+
+    reason = "not_langgraph_database"
+
+
+class ConfigurationError(Error, ValueError):
+    """The saver or call is set up in a way that cannot work (detected before deleting)."""
+
+    reason = "configuration"
 
 
 class KeyFormatError(Error):
@@ -123,3 +138,29 @@ class ThreadErasedError(ErasureError):
             "(call reopen_thread() to reuse the id on purpose)"
         )
         self.thread_id = thread_id
+
+
+class NothingToEraseError(ErasureError):
+    """The scope holds no rows: a typo'd thread id, a wrong namespace, or a thread that
+    was already erased (``previous_receipt_id`` then names that erasure's receipt).
+
+    Nothing was deleted and no receipt was issued; pass ``allow_empty=True`` to attest
+    an empty scope on purpose.
+    """
+
+    reason = "nothing_to_erase"
+
+    def __init__(self, thread_id: str, previous_receipt_id: str | None = None) -> None:
+        if previous_receipt_id:
+            msg = (
+                f"thread {thread_id!r} was already erased (receipt {previous_receipt_id}); "
+                "nothing left to erase"
+            )
+        else:
+            msg = (
+                f"thread {thread_id!r} has no stored rows in this scope (unknown thread id or "
+                "store namespace?); nothing was erased (allow_empty=True attests an empty scope)"
+            )
+        super().__init__(msg)
+        self.thread_id = thread_id
+        self.previous_receipt_id = previous_receipt_id

@@ -21,6 +21,7 @@ from langgraph.store.sqlite import SqliteStore
 from erasure_receipts import (
     AttestingSqliteSaver,
     ErasureIncompleteError,
+    NothingToEraseError,
     Receipt,
     Signer,
     ThreadErasedError,
@@ -400,11 +401,23 @@ def test_concurrent_writers_never_leave_untracked_rows(tmp_path: Path, signer: S
     )
 
 
-def test_erasing_an_unknown_thread_attests_an_empty_scope(world) -> None:
+def test_erasing_nothing_is_refused_and_names_the_earlier_receipt(world) -> None:
     _db, saver, _ = world
-    r = saver.erase_thread("never-existed")
+    with pytest.raises(NothingToEraseError, match="no stored rows") as unknown:
+        saver.erase_thread("never-existed")
+    assert unknown.value.previous_receipt_id is None
+    assert not saver.is_erased("never-existed")  # a typo gets no tombstone
+    put(saver, T, 1)
+    first = saver.erase_thread(T)
+    with pytest.raises(NothingToEraseError, match=first.receipt_id) as again:
+        saver.erase_thread(T)
+    assert again.value.previous_receipt_id == first.receipt_id
+    saver.delete_thread("never-existed")  # LangGraph's contract: a no-op
+    assert saver.last_receipt is first
+    r = saver.erase_thread("never-existed", allow_empty=True)  # on purpose
     assert r.predicate["pre_state"]["leaves"] == 0
     assert r.pre_digest == EMPTY_ROOT.hex()
+    assert saver.is_erased("never-existed")
 
 
 def test_bad_arguments_are_rejected_before_touching_data(world) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import subprocess
 import sys
@@ -15,13 +16,38 @@ from langgraph.checkpoint.base import empty_checkpoint
 from erasure_receipts import (
     AsyncAttestingSqliteSaver,
     AttestingSqliteSaver,
+    ConfigurationError,
     ErasureIncompleteError,
+    Receipt,
     Signer,
     verify_receipt,
 )
 from scenario import MARKER, raw_rows
 
 T = "t-journal"
+
+
+class FullDisk:
+    """Receipts cannot be written (e.g. the archive's disk is full) until ``fixed``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.broken = True
+        original = Receipt.save
+
+        def save(receipt: Receipt, *a: Any, **k: Any) -> str:
+            if self.broken:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return original(receipt, *a, **k)
+
+        monkeypatch.setattr(Receipt, "save", save)
+
+    def fix(self) -> None:
+        self.broken = False
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
+    return FullDisk(monkeypatch)
 
 
 def recover_args(db: Path, key: Path, archive: Path) -> list[str]:
@@ -42,9 +68,10 @@ def journal(db: Path) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def test_archive_failure_after_commit_is_recoverable(tmp_path: Path, signer: Signer) -> None:
+def test_archive_failure_after_commit_is_recoverable(
+    tmp_path: Path, signer: Signer, full_disk: FullDisk
+) -> None:
     db, archive = tmp_path / "a.db", tmp_path / "archive"
-    archive.write_text("not a directory")  # the archive cannot be written
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         for i in range(3):
             put(s, T, i)
@@ -56,7 +83,7 @@ def test_archive_failure_after_commit_is_recoverable(tmp_path: Path, signer: Sig
         assert raw_rows(db, "checkpoints", "thread_id = ?", (T,)) == []
         [(rid, thread, sha)] = journal(db)
         assert thread == T and sha is None
-        archive.unlink()
+        full_disk.fix()
         [receipt] = s.recover_receipts(min_age_seconds=0)
         assert s.recover_receipts(min_age_seconds=0) == []  # closed: nothing pending any more
     assert receipt.receipt_id == rid
@@ -172,9 +199,8 @@ def test_preflight_refuses_unattestable_scope_before_deleting(
         assert journal(db) == []
 
 
-async def test_async_recover(tmp_path: Path, signer: Signer) -> None:
+async def test_async_recover(tmp_path: Path, signer: Signer, full_disk: FullDisk) -> None:
     db, archive = tmp_path / "a.db", tmp_path / "archive"
-    archive.write_text("blocked")
     async with AsyncAttestingSqliteSaver.from_conn_string(
         str(db), signer=signer, archive=archive
     ) as s:
@@ -183,23 +209,23 @@ async def test_async_recover(tmp_path: Path, signer: Signer) -> None:
         preview = await s.adigest_thread(T)
         with pytest.raises(ErasureIncompleteError):
             await s.aerase_thread(T)
-        archive.unlink()
+        full_disk.fix()
         [receipt] = await s.arecover_receipts(min_age_seconds=0)
         assert await s.arecover_receipts(min_age_seconds=0) == []
     assert receipt.pre_digest == preview.digest
     assert (archive / f"{receipt.receipt_id}.json").exists()
 
 
-def test_cli_recover(tmp_path: Path, signer: Signer) -> None:
+def test_cli_recover(tmp_path: Path, signer: Signer, full_disk: FullDisk) -> None:
     db, archive = tmp_path / "a.db", tmp_path / "archive"
     key = tmp_path / "k.pem"
     key.write_bytes(signer.private_pem())
-    archive.write_text("blocked")
+    key.chmod(0o600)
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         put(s, T, 1)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread(T)
-    archive.unlink()
+    assert list(archive.iterdir()) == []
     cli = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
     res = subprocess.run(
         [*cli, "recover", *recover_args(db, key, archive)], capture_output=True, text=True
@@ -212,3 +238,18 @@ def test_cli_recover(tmp_path: Path, signer: Signer) -> None:
         [*cli, "recover", *recover_args(db, key, archive)], capture_output=True, text=True
     )
     assert again.returncode == 0 and "0 receipt(s) recovered" in again.stderr
+
+
+def test_unwritable_archive_is_refused_before_deleting(tmp_path: Path, signer: Signer) -> None:
+    db, archive = tmp_path / "a.db", tmp_path / "archive"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        put(s, T, 1)
+        put(s, T, 2)
+        archive.write_text("a file, not a directory")
+        s.archive = archive
+        with pytest.raises(ConfigurationError, match="not a directory"):
+            s.erase_thread(T)
+        assert len(raw_rows(db, "checkpoints", "thread_id = ?", (T,))) == 2
+        assert journal(db) == []
+    with pytest.raises(ConfigurationError, match="not a directory"):
+        AttestingSqliteSaver(sqlite3.connect(":memory:"), signer=signer, archive=archive)

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .canonical import MAX_INPUT_BYTES, canonicalize
-from .digest import EMPTY_ROOT, MerkleTree
-from .errors import ErasureIncompleteError, MalformedReceiptError
+from .digest import EMPTY_ROOT, MerkleTree, leaf_hash
+from .errors import ErasureIncompleteError, MalformedReceiptError, NothingToEraseError
 from .receipt import Receipt, build_statement, validate_statement
 from .signing import Signer
 
@@ -41,6 +41,7 @@ __all__ = [
     "RowsOutcome",
     "TableCount",
     "erase_rows",
+    "export_leaves",
     "final_statement",
     "measure_rows",
     "preflight",
@@ -116,6 +117,11 @@ class ErasureBackend(Protocol):
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None: ...
 
+    def previous_erasure(self) -> str | None:
+        """Inside the transaction: the receipt id of an earlier erasure of this thread
+        (its tombstone, else its newest journal entry), or None."""
+        ...
+
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         """Inside the transaction: record what was erased (digests and counts only)."""
         ...
@@ -130,6 +136,8 @@ class ErasureRequest:
     thread_id: str
     store_namespaces: tuple[tuple[str, ...], ...] = ()
     tombstone: bool = True
+    allow_empty: bool = False
+    """Attest a scope that holds no rows (otherwise ``NothingToEraseError``)."""
 
 
 @dataclass
@@ -206,6 +214,9 @@ def erase_rows(
             receipt_id = str(uuid.uuid4())
             issued_at = format_time(clock())
             pre_root, pre_tables = _measure_all(parts, erase=True)
+            if not request.allow_empty and not any(t.rows for t in pre_tables.values()):
+                # Nothing was deleted; the rollback also drops no tombstone for a typo.
+                raise NothingToEraseError(request.thread_id, backend.previous_erasure())
             left = {p.table: n for p in parts if (n := p.remaining())}
             if left:
                 raise ErasureIncompleteError(
@@ -223,6 +234,8 @@ def erase_rows(
                 "checks": checks,
             }
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
+    except NothingToEraseError:
+        raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
         extra = (
@@ -447,3 +460,26 @@ def iter_pages(fetch: Callable[[int], list[Any]], page: int) -> Iterator[Any]:
         if len(items) < page:
             return
         offset += len(items)
+
+
+def export_leaves(
+    backend: ErasureBackend, select: Callable[[bytes], bool] | None = None
+) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+    """Legal hold: the tree an erasure would measure now, in one read snapshot.
+
+    Returns every leaf hash in tree order, and ``(index, leaf data)`` of the leaves
+    ``select`` keeps (all when None). Each part must offer ``leaves()`` - its leaf data
+    in the order ``measure`` hashes them. Nothing is deleted.
+    """
+    hashes: list[bytes] = []
+    chosen: list[tuple[int, bytes]] = []
+    with backend.read_snapshot():
+        for part in sorted(backend.parts(), key=lambda p: p.table):
+            leaves: Callable[[], Iterator[bytes]] | None = getattr(part, "leaves", None)
+            if leaves is None:
+                raise TypeError(f"{type(part).__name__} cannot export its leaves")
+            for data in leaves():
+                if select is None or select(data):
+                    chosen.append((len(hashes), data))
+                hashes.append(leaf_hash(data))
+    return hashes, chosen

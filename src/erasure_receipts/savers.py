@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -55,11 +59,21 @@ from .engine import (
     resume_rows,
     sign_and_archive,
 )
-from .errors import ErasureIncompleteError, Error, ThreadErasedError
+from .errors import (
+    ConfigurationError,
+    ErasureIncompleteError,
+    Error,
+    NotALangGraphDatabaseError,
+    NothingToEraseError,
+    ThreadErasedError,
+)
+from .proof import LeafRecord, head_filter, leaf_records
 from .receipt import Receipt
 from .signing import Signer
 
-__all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "ThreadDigest"]
+__all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "PendingErasure", "ThreadDigest"]
+
+log = logging.getLogger("erasure_receipts")
 
 Namespace = tuple[str, ...]
 NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
@@ -86,6 +100,38 @@ class ThreadDigest:
     @property
     def leaves(self) -> int:
         return sum(t.rows for t in self.tables.values())
+
+
+class PendingErasure(NamedTuple):
+    """An erasure that committed but has no receipt yet (see ``recover_receipts``)."""
+
+    receipt_id: str
+    issued_at: str
+    age_seconds: float
+
+
+# Per execution context (thread or asyncio task), so concurrent erasures on one saver
+# each see their own receipt; keyed by saver id, copied on write.
+_LAST_RECEIPT: ContextVar[dict[int, Receipt] | None] = ContextVar(
+    "erasure_receipts_last_receipt", default=None
+)
+
+
+def check_archive(archive: Path | None) -> None:
+    """Refuse, before anything is deleted, an archive the receipt could not be written to."""
+    if archive is None:
+        return
+    if archive.exists() and not archive.is_dir():
+        raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
+    try:
+        archive.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".erasure-receipts-probe.", dir=archive)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"archive {str(archive)!r} is not writable: {exc.strerror or exc}"
+        ) from None
 
 
 @cache
@@ -117,7 +163,7 @@ class _Attesting:
     archive: Path | None
     namespaces_for: NamespacesFor | None
     clock: Callable[[], datetime] | None
-    last_receipt: Receipt | None
+    residue_scan: bool
 
     def _init_attesting(
         self,
@@ -126,26 +172,59 @@ class _Attesting:
         archive: str | Path | None,
         namespaces_for: NamespacesFor | None,
         clock: Callable[[], datetime] | None,
+        residue_scan: bool = False,
     ) -> None:
         if not isinstance(signer, Signer):
             raise TypeError("signer= must be an erasure_receipts.Signer")
+        if namespaces_for is not None and store is None:
+            raise ConfigurationError(
+                "namespaces_for= names store namespaces to erase, but no store= was given"
+            )
+        if namespaces_for is not None and not callable(namespaces_for):
+            raise TypeError("namespaces_for= must be a function thread_id -> namespaces")
         self.signer = signer
         self.store = store
         self.archive = Path(archive) if archive is not None else None
+        if self.archive is not None and self.archive.exists() and not self.archive.is_dir():
+            raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
         self.namespaces_for = namespaces_for
         self.clock = clock
-        self.last_receipt = None
+        self.residue_scan = bool(residue_scan)
         self._store_rows: bool | None = None  # store tables live in the saver's database
 
+    @property
+    def last_receipt(self) -> Receipt | None:
+        """The receipt of the last erasure made *in this thread or asyncio task*.
+
+        Per context, so concurrent erasures (threads, tasks) never see each other's.
+        """
+        return (_LAST_RECEIPT.get() or {}).get(id(self))
+
+    def _set_last(self, receipt: Receipt) -> None:
+        _LAST_RECEIPT.set({**(_LAST_RECEIPT.get() or {}), id(self): receipt})
+
     def _request(
-        self, thread_id: str, store_namespaces: Iterable[Sequence[str]], tombstone: bool
+        self,
+        thread_id: Any,
+        store_namespaces: Iterable[Sequence[str]],
+        tombstone: bool,
+        allow_empty: bool = False,
     ) -> ErasureRequest:
+        if isinstance(thread_id, int) and not isinstance(thread_id, bool):
+            thread_id = str(thread_id)
+        if not isinstance(thread_id, str) or not thread_id:
+            raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
         namespaces = _normalise(store_namespaces)
         if namespaces and self.store is None:
-            raise ValueError("store_namespaces were given but the saver has no store=")
-        return ErasureRequest(str(thread_id), namespaces, tombstone)
+            raise ConfigurationError("store_namespaces were given but the saver has no store=")
+        return ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
 
-    def _backend(self, conn: sqlite3.Connection, request: ErasureRequest) -> SqliteBackend:
+    def _scan(self, residue_scan: bool | None) -> bool:
+        return self.residue_scan if residue_scan is None else bool(residue_scan)
+
+    def _backend(
+        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: bool = False
+    ) -> SqliteBackend:
         rows_ns: Sequence[Namespace] = ()
         extra: list[Part] = []
         if request.store_namespaces:
@@ -163,6 +242,7 @@ class _Attesting:
             extra_parts=extra,
             extra_residue=self._store_residue if extra else None,
             versions=_versions(),
+            residue_scan=residue_scan,
         )
 
     def _store_residue(self) -> list[dict[str, Any]]:
@@ -181,17 +261,31 @@ class _Attesting:
         ]  # fmt: skip
 
     def _phase_one(
-        self, conn: sqlite3.Connection, request: ErasureRequest
+        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: bool
     ) -> tuple[RowsOutcome, SqliteBackend]:
-        backend = self._backend(conn, request)
+        backend = self._backend(conn, request, residue_scan)
         clock = {"clock": self.clock} if self.clock is not None else {}
-        return erase_rows(backend, request, generator_version=__version__, **clock), backend
+        outcome = erase_rows(backend, request, generator_version=__version__, **clock)
+        log.info(
+            "erased thread %r: %d rows, receipt %s",
+            request.thread_id,
+            sum(t.rows for t in outcome.pre_tables.values()),
+            outcome.receipt_id,
+        )
+        _log_residue(outcome.residue)
+        return outcome, backend
 
     def _resume(
         self, conn: sqlite3.Connection, receipt_id: str, issued_at: str, entry: str
     ) -> RowsOutcome:
         request = request_from_journal(entry)
-        return resume_rows(self._backend(conn, request), request, receipt_id, issued_at, entry)
+        backend = self._backend(conn, request, self.residue_scan)
+        outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        _log_residue(outcome.residue)
+        return outcome
+
+    def _preflight(self) -> None:
+        check_archive(self.archive)
 
     def _statement_of(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> str:
         statement = final_statement(outcome, api, generator_version=__version__)
@@ -209,20 +303,37 @@ class _Attesting:
                 f"({type(exc).__name__}: {exc}); the erasure journal in the database keeps "
                 "the measurement: call recover_receipts() to issue it"
             ) from exc
-        self.last_receipt = receipt
+        self._set_last(receipt)
+        log.info(
+            "receipt %s issued%s", receipt.receipt_id, f" into {self.archive}" * bool(self.archive)
+        )
         return receipt
 
     @staticmethod
-    def _journal_failed(exc: BaseException) -> ErasureIncompleteError:
+    def _after_commit_failed(exc: BaseException) -> ErasureIncompleteError:
+        """Anything failing between commit and signature: the journal entry committed with
+        the deletion keeps the measurement, so the receipt is recoverable."""
+        if isinstance(exc, ErasureIncompleteError):
+            return exc
         return ErasureIncompleteError(
-            "the erasure committed, but its statement could not be journaled "
-            f"({type(exc).__name__}: {exc}); no receipt was issued: call recover_receipts() "
-            "once the database is available"
+            f"the erasure committed, but no receipt was issued ({type(exc).__name__}: {exc}); "
+            "the erasure journal in the database keeps the measurement: fix the cause and "
+            "call recover_receipts(), which re-verifies the scope and issues it"
         )
 
+    def _now(self) -> datetime:
+        return self.clock() if self.clock is not None else datetime.now(UTC)
+
     def _recovery_cutoff(self, min_age_seconds: float) -> str:
-        now = self.clock() if self.clock is not None else datetime.now(UTC)
-        return format_time(now - timedelta(seconds=min_age_seconds))
+        return format_time(self._now() - timedelta(seconds=min_age_seconds))
+
+    def _pending(self, rows: list[tuple[str, str, str, str | None]]) -> list[PendingErasure]:
+        now = self._now()
+        out = []
+        for receipt_id, issued_at, _, _ in rows:
+            t = datetime.fromisoformat(issued_at.replace("Z", "+00:00"))
+            out.append(PendingErasure(receipt_id, issued_at, (now - t).total_seconds()))
+        return out
 
     def _needs_store(self, request: ErasureRequest) -> None:
         if request.store_namespaces and self.store is None:
@@ -242,11 +353,25 @@ class _Attesting:
             )
 
     def _digest(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
+        """Read-only: never creates tables, triggers or changes the journal mode, so a
+        preview also works on a ``mode=ro`` connection."""
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+        ).fetchone():
+            raise NotALangGraphDatabaseError(
+                f"{database_path(conn)}: no LangGraph checkpoint tables (not a LangGraph database)"
+            )
         digest, tables = measure_rows(self._backend(conn, request))
         return ThreadDigest(digest, tables)
 
     def _default_namespaces(self, thread_id: str) -> Iterable[Sequence[str]]:
         return self.namespaces_for(str(thread_id)) if self.namespaces_for else ()
+
+
+def _log_residue(residue: list[dict[str, Any]]) -> None:
+    for r in residue:
+        if r["status"] in ("partial", "failed"):
+            log.warning("residue %s: %s %s", r["action"], r["status"], r["detail"])
 
 
 def _api_results(
@@ -278,7 +403,12 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         archive: directory where every receipt is written durably before returning.
         namespaces_for: ``thread_id -> store namespace prefixes`` used by
             ``delete_thread`` (which other code, e.g. LangGraph itself, may call).
+            Requires ``store``.
         clock: returns the current time (inject for deterministic tests).
+        residue_scan: after every erasure, scan the database file's free space and its
+            ``-wal``/``-shm`` files for copies of the erased rows, ``VACUUM`` if any is
+            found, and record the checked result in the receipt (costs about one read
+            of the file; see README "Residue").
     """
 
     def __init__(
@@ -291,17 +421,32 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
+        residue_scan: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
-        self._init_attesting(signer, store, archive, namespaces_for, clock)
+        self._init_attesting(signer, store, archive, namespaces_for, clock, residue_scan)
 
     @classmethod
     @contextmanager
     def from_conn_string(  # type: ignore[override]
-        cls, conn_string: str, *, signer: Signer, **kwargs: Any
+        cls,
+        conn_string: str,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: bool = False,
     ) -> Iterator[AttestingSqliteSaver]:
+        """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
+        connection is closed on exit. Other arguments as for the constructor."""
         with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
-            yield cls(conn, signer=signer, **kwargs)
+            yield cls(
+                conn, signer=signer, serde=serde, store=store, archive=archive,
+                namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+            )  # fmt: skip
 
     def setup(self) -> None:
         if self.is_setup:
@@ -365,25 +510,30 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         *,
         store_namespaces: Iterable[Sequence[str]] = (),
         tombstone: bool = True,
+        allow_empty: bool = False,
+        residue_scan: bool | None = None,
     ) -> Receipt:
         """Erase every checkpoint row of the thread (all namespaces) and its store items.
 
         Returns the signed receipt (also written to ``archive`` if set). Raises
-        ``ErasureIncompleteError`` - and issues no receipt - if anything fails or remains.
+        ``ErasureIncompleteError`` - and issues no receipt - if anything fails or remains;
+        ``NothingToEraseError`` (nothing deleted, no tombstone) if the scope holds no rows,
+        unless ``allow_empty``; ``ConfigurationError`` before deleting if the receipt could
+        not be archived. ``residue_scan`` overrides the saver's setting for this call.
         """
-        request = self._request(thread_id, store_namespaces, tombstone)
+        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        self._preflight()
         self._resolve_store_rows()
         with self.lock, self._store_lock():
             self.setup()
-            outcome, backend = self._phase_one(self.conn, request)
-        statement = self._statement_of(
-            outcome, self._api_checks(request, backend.checkpoint_namespaces)
-        )
+            outcome, backend = self._phase_one(self.conn, request, self._scan(residue_scan))
         try:
+            api = self._api_checks(request, backend.checkpoint_namespaces)
+            statement = self._statement_of(outcome, api)
             with self.lock:
                 statement = record_statement(self.conn, outcome.receipt_id, statement)
-        except sqlite3.Error as exc:
-            raise self._journal_failed(exc) from exc
+        except Exception as exc:
+            raise self._after_commit_failed(exc) from exc
         receipt = self._sign(statement)
         self._mark_issued(receipt)
         return receipt
@@ -392,8 +542,13 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         # Best effort (it rolls back on failure): if it fails, the journal entry stays
         # open with its statement, and recover_receipts() re-signs that statement -
         # producing this very receipt again, byte for byte.
-        with suppress(sqlite3.Error), self.lock:
-            mark_issued(self.conn, receipt.receipt_id, receipt.to_json())
+        try:
+            with self.lock:
+                mark_issued(self.conn, receipt.receipt_id, receipt.to_json())
+        except Exception as exc:
+            log.warning(
+                "receipt %s issued but not marked in the journal: %s", receipt.receipt_id, exc
+            )
 
     def journal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
         """Every receipt this database's erasure journal holds (optionally of one thread).
@@ -420,6 +575,9 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         with self.lock:
             self.setup()
             pending = pending_journal(self.conn, self._recovery_cutoff(min_age_seconds))
+        if pending:
+            self._preflight()
+            log.info("recovering %d journaled erasure(s) without a receipt", len(pending))
         out: list[Receipt] = []
         failures: dict[str, str] = {}
         for receipt_id, issued_at, entry, statement in pending:
@@ -430,11 +588,8 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
                     with self.lock, self._store_lock():
                         outcome = self._resume(self.conn, receipt_id, issued_at, entry)
                     statement = self._statement_of(outcome, self._api_checks(request, set()))
-                    try:
-                        with self.lock:
-                            statement = record_statement(self.conn, receipt_id, statement)
-                    except sqlite3.Error as exc:
-                        raise self._journal_failed(exc) from exc
+                    with self.lock:
+                        statement = record_statement(self.conn, receipt_id, statement)
                 receipt = self._sign(statement)
             except Exception as exc:
                 failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
@@ -460,22 +615,37 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             stored = count_items(self.store, request.store_namespaces)
         return _api_results(namespaces, found, listed, stored)
 
+    def pending_erasures(self) -> list[PendingErasure]:
+        """Erasures that committed but have no receipt yet, oldest first, with their age
+        (``recover_receipts(min_age_seconds=...)`` skips the younger ones)."""
+        with self.lock:
+            self.setup()
+            return self._pending(pending_journal(self.conn))
+
     def digest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
     ) -> ThreadDigest:
-        """The measurement an erasure would take now, without deleting anything."""
+        """The measurement an erasure would take now, without deleting anything.
+
+        Read-only: works on a ``mode=ro`` connection and writes nothing to the database;
+        raises ``NotALangGraphDatabaseError`` if it has no checkpoint tables.
+        """
         request = self._request(thread_id, store_namespaces, False)
         self._resolve_store_rows()
         with self.lock, self._store_lock():
-            self.setup()
             return self._digest(self.conn, request)
 
     def delete_thread(self, thread_id: str) -> None:
         """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
 
-        The receipt is archived (if ``archive`` is set) and kept in ``last_receipt``.
+        The receipt is archived (if ``archive`` is set) and kept in ``last_receipt``. A
+        thread with no stored rows is a no-op, as for ``SqliteSaver`` (no receipt, no
+        tombstone).
         """
-        self.erase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+        try:
+            self.erase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+        except NothingToEraseError as exc:
+            log.info("delete_thread: %s", exc.message)
 
     def reopen_thread(self, thread_id: str) -> bool:
         """Remove the tombstone so the thread id can be written again (explicit opt-in)."""
@@ -484,9 +654,34 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             return cur.rowcount > 0
 
     def is_erased(self, thread_id: str) -> bool:
+        """Whether the thread id is tombstoned (erased and not reopened)."""
         with self.cursor(transaction=False) as cur:
             cur.execute("SELECT 1 FROM erasure_tombstones WHERE thread_id = ?", (str(thread_id),))
             return cur.fetchone() is not None
+
+    def export_leaves(
+        self,
+        thread_id: str,
+        store_namespaces: Iterable[Sequence[str]] = (),
+        *,
+        select: Callable[[str, tuple[Any, ...]], bool] | None = None,
+    ) -> list[LeafRecord]:
+        """Legal hold: the scope's rows with their inclusion proofs, before an erasure.
+
+        Every row an erasure with the same arguments would measure now - or those for
+        which ``select(table, primary_key)`` is true - as a :class:`LeafRecord`: its
+        exact leaf data, leaf index, the tree size and root, and its RFC 9162 audit
+        path. Keep ``record.to_json()`` (ROW.json); after the erasure ``receipt prove``
+        shows the row was inside it. Read-only. The proofs hold only if nothing in the
+        scope changes before the erasure (tree size and root must equal the receipt's).
+        """
+        from .engine import export_leaves as collect
+
+        request = self._request(thread_id, store_namespaces, False)
+        self._resolve_store_rows()
+        with self.lock, self._store_lock():
+            hashes, chosen = collect(self._backend(self.conn, request), head_filter(select))
+        return leaf_records(request.thread_id, hashes, chosen)
 
 
 class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
@@ -507,18 +702,32 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
+        residue_scan: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
-        self._init_attesting(signer, store, archive, namespaces_for, clock)
+        self._init_attesting(signer, store, archive, namespaces_for, clock, residue_scan)
         self._tombstones_ready = False
 
     @classmethod
     @asynccontextmanager
     async def from_conn_string(  # type: ignore[override]
-        cls, conn_string: str, *, signer: Signer, **kwargs: Any
+        cls,
+        conn_string: str,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: bool = False,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
+        """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
-            yield cls(conn, signer=signer, **kwargs)
+            yield cls(
+                conn, signer=signer, serde=serde, store=store, archive=archive,
+                namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+            )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         # aiosqlite owns the sqlite3 connection on its worker thread; run there.
@@ -600,16 +809,25 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         *,
         store_namespaces: Iterable[Sequence[str]] = (),
         tombstone: bool = True,
+        allow_empty: bool = False,
+        residue_scan: bool | None = None,
     ) -> Receipt:
         """Async :meth:`AttestingSqliteSaver.erase_thread`."""
-        request = self._request(thread_id, store_namespaces, tombstone)
+        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        self._preflight()
         await self.setup()
         await self._resolve_store_rows_async()
+        scan = self._scan(residue_scan)
         async with self.lock:
-            outcome, backend = await self._run(self._phase_one, self.conn._conn, request)
-        api = await self._aapi_checks(request, backend.checkpoint_namespaces)
-        statement = await self._arecord(outcome.receipt_id, self._statement_of(outcome, api))
+            outcome, backend = await self._run(self._phase_one, self.conn._conn, request, scan)
+        try:
+            api = await self._aapi_checks(request, backend.checkpoint_namespaces)
+            unsigned = self._statement_of(outcome, api)
+        except Exception as exc:
+            raise self._after_commit_failed(exc) from exc
+        statement = await self._arecord(outcome.receipt_id, unsigned)
         receipt: Receipt = await asyncio.to_thread(self._sign, statement)
+        self._set_last(receipt)  # in this task's context (to_thread ran in a copy)
         await self._amark_issued(receipt)
         return receipt
 
@@ -619,15 +837,19 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
                 recorded: str = await self._run(
                     record_statement, self.conn._conn, receipt_id, statement
                 )
-        except sqlite3.Error as exc:
-            raise self._journal_failed(exc) from exc
+        except Exception as exc:
+            raise self._after_commit_failed(exc) from exc
         return recorded
 
     async def _amark_issued(self, receipt: Receipt) -> None:
-        with suppress(sqlite3.Error):
+        try:
             async with self.lock:
                 data = receipt.to_json()
                 await self._run(mark_issued, self.conn._conn, receipt.receipt_id, data)
+        except Exception as exc:
+            log.warning(
+                "receipt %s issued but not marked in the journal: %s", receipt.receipt_id, exc
+            )
 
     async def ajournal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
         """Async :meth:`AttestingSqliteSaver.journal_receipts`."""
@@ -643,6 +865,9 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         cutoff = self._recovery_cutoff(min_age_seconds)
         async with self.lock:
             pending = await self._run(pending_journal, self.conn._conn, cutoff)
+        if pending:
+            self._preflight()
+            log.info("recovering %d journaled erasure(s) without a receipt", len(pending))
         out: list[Receipt] = []
         failures: dict[str, str] = {}
         for receipt_id, issued_at, entry, statement in pending:
@@ -657,6 +882,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
                     api = await self._aapi_checks(request, set())
                     statement = await self._arecord(receipt_id, self._statement_of(outcome, api))
                 receipt = await asyncio.to_thread(self._sign, statement)
+                self._set_last(receipt)
             except Exception as exc:
                 failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
                 continue
@@ -682,21 +908,35 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
             stored = await acount_items(self.store, request.store_namespaces)
         return _api_results(namespaces, found, listed, stored)
 
+    async def apending_erasures(self) -> list[PendingErasure]:
+        """Async :meth:`AttestingSqliteSaver.pending_erasures`."""
+        await self.setup()
+        async with self.lock:
+            rows = await self._run(pending_journal, self.conn._conn)
+        return self._pending(rows)
+
     async def adigest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
     ) -> ThreadDigest:
+        """Async :meth:`AttestingSqliteSaver.digest_thread` (read-only too)."""
         request = self._request(thread_id, store_namespaces, False)
-        await self.setup()
         await self._resolve_store_rows_async()
         async with self.lock:
             result: ThreadDigest = await self._run(self._digest, self.conn._conn, request)
         return result
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Attested ``adelete_thread``: erases with ``namespaces_for(thread_id)``."""
-        await self.aerase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+        """Attested ``adelete_thread``: erases with ``namespaces_for(thread_id)``; a thread
+        with no stored rows is a no-op (no receipt, no tombstone)."""
+        try:
+            await self.aerase_thread(
+                thread_id, store_namespaces=self._default_namespaces(thread_id)
+            )
+        except NothingToEraseError as exc:
+            log.info("adelete_thread: %s", exc.message)
 
     async def areopen_thread(self, thread_id: str) -> bool:
+        """Async :meth:`AttestingSqliteSaver.reopen_thread`."""
         await self.setup()
         async with self.lock:
             cur = await self.conn.execute(
@@ -706,6 +946,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
             return bool(cur.rowcount and cur.rowcount > 0)
 
     async def ais_erased(self, thread_id: str) -> bool:
+        """Async :meth:`AttestingSqliteSaver.is_erased`."""
         await self.setup()
         async with (
             self.lock,
@@ -714,3 +955,23 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
             ) as cur,
         ):
             return await cur.fetchone() is not None
+
+    async def aexport_leaves(
+        self,
+        thread_id: str,
+        store_namespaces: Iterable[Sequence[str]] = (),
+        *,
+        select: Callable[[str, tuple[Any, ...]], bool] | None = None,
+    ) -> list[LeafRecord]:
+        """Async :meth:`AttestingSqliteSaver.export_leaves` (read-only too)."""
+        from .engine import export_leaves as collect
+
+        request = self._request(thread_id, store_namespaces, False)
+        await self._resolve_store_rows_async()
+
+        def run() -> tuple[list[bytes], list[tuple[int, bytes]]]:
+            return collect(self._backend(self.conn._conn, request), head_filter(select))
+
+        async with self.lock:
+            hashes, chosen = await self._run(run)
+        return leaf_records(request.thread_id, hashes, chosen)

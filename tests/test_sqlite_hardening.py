@@ -1,0 +1,378 @@
+"""Regression tests for the adversarial review of the SQLite savers (issue: hardening).
+
+Every test here failed on the code before the fix it covers; each asserts on raw files,
+raw rows or the signed receipt, not only on return values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
+
+from erasure_receipts import (
+    AsyncAttestingSqliteSaver,
+    AttestingSqliteSaver,
+    ConfigurationError,
+    ErasureIncompleteError,
+    NotALangGraphDatabaseError,
+    Signer,
+    verify_receipt,
+)
+from erasure_receipts.backends.sqlite_residue import Needles, residue_scan
+from scenario import MARKER, build_graph, human, marker_in_files, raw_rows
+
+NS = ("users", "alice")
+
+
+def cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def put(saver: Any, thread: str, i: int, payload: str) -> None:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"v": payload}
+    cp["id"] = f"1ef{i:029d}"
+    saver.put(cfg(thread), cp, {"step": i}, {})
+
+
+def residue(receipt: Any, action: str) -> dict[str, Any]:
+    [entry] = [r for r in receipt.predicate["residue"] if r["action"] == action]
+    return entry
+
+
+def file_bytes(db: Path) -> str:
+    return hashlib.sha256(db.read_bytes()).hexdigest()
+
+
+# -- 1. erased bytes in live pages: stated, and removed by the verified residue scan ---
+
+
+def _interleaved_db(path: Path, seed: int) -> tuple[sqlite3.Connection, dict[str, list[bytes]]]:
+    """Rows of several 'threads' interleaved in one rowid table, like LangGraph's."""
+    rnd = random.Random(seed)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA secure_delete=ON")
+    conn.execute("CREATE TABLE t (thread TEXT, id TEXT, b BLOB, PRIMARY KEY (thread, id))")
+    markers: dict[str, list[bytes]] = {}
+    for i in range(3000):
+        th = f"thr{rnd.randrange(3)}" if rnd.random() < 0.5 else "victim"
+        m = rnd.randbytes(24).hex().encode()
+        markers.setdefault(th, []).append(m)
+        conn.execute(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            (th, f"{i:06d}", m + rnd.randbytes(rnd.randint(10, 400))),
+        )
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return conn, markers
+
+
+def test_secure_delete_leaves_copies_the_scan_finds_and_vacuum_removes(tmp_path: Path) -> None:
+    """The reviewer's finding, reproduced with plain sqlite3: after one DELETE with
+    secure_delete and a TRUNCATE checkpoint, erased rows survive in live pages. The scan
+    must find every such case, and after it no erased marker is in the file."""
+    left_by_sqlite = 0
+    for seed in range(12):
+        path = tmp_path / f"{seed}.db"
+        conn, markers = _interleaved_db(path, seed)
+        needles = Needles(exclude=["victim"])
+        for row in conn.execute("SELECT * FROM t WHERE thread = 'victim' ORDER BY thread, id"):
+            needles.add_row(row)
+        conn.execute("DELETE FROM t WHERE thread = 'victim'")
+        conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        data = path.read_bytes()
+        truth = sum(data.count(m) for m in markers["victim"])
+        entry = residue_scan(conn, str(path), needles)
+        after = path.read_bytes()
+        assert entry["status"] == "applied", entry
+        if truth:
+            left_by_sqlite += 1
+            assert entry["detail"]["copies_before"] > 0 and entry["detail"]["vacuum"] is True
+        assert entry["detail"]["copies_after"] == 0
+        assert sum(after.count(m) for m in markers["victim"]) == 0
+        # other rows are untouched by the VACUUM
+        assert all(after.count(m) >= 1 for th in ("thr0", "thr1") for m in markers[th])
+        conn.close()
+    assert left_by_sqlite >= 3  # the bug is real, so the test is not vacuous
+
+
+def _many_threads(saver: Any, threads: int, per: int) -> dict[str, str]:
+    marks = {f"t{k}": f"MARK-{k:02d}-" + os.urandom(12).hex() for k in range(threads)}
+    for i in range(per):
+        for t, m in marks.items():
+            put(saver, t, i, f"{m} turn {i} " + "x" * (50 + 7 * i))
+    return marks
+
+
+def test_default_receipt_says_live_page_space_was_not_scrubbed(
+    tmp_path: Path, signer: Signer
+) -> None:
+    with AttestingSqliteSaver.from_conn_string(str(tmp_path / "a.db"), signer=signer) as s:
+        _many_threads(s, 2, 3)
+        r = s.erase_thread("t0")
+    entry = residue(r, "sqlite.live_page_free_space")
+    assert entry["status"] == "skipped" and "VACUUM" in entry["detail"]["reason"]
+    assert not [x for x in r.predicate["residue"] if x["action"] == "residue_scan"]
+
+
+def test_residue_scan_leaves_no_erased_content_in_any_file(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, residue_scan=True) as s:
+        marks = _many_threads(s, 8, 25)
+        receipts = [s.erase_thread(t) for t in ("t1", "t4", "t6")]
+        # per-call override: off for this one
+        plain = s.erase_thread("t2", residue_scan=False)
+    for r, t in zip(receipts, ("t1", "t4", "t6"), strict=True):
+        entry = residue(r, "residue_scan")
+        assert entry["status"] == "applied", entry
+        assert entry["detail"]["copies_after"] == 0 and entry["detail"]["bytes_scanned"] > 0
+        assert entry["detail"]["needles"] > 0
+        assert verify_receipt(r.to_json(), [signer.public_key]).thread_id == t
+        assert sum(marker_in_files(db, marks[t]).values()) == 0
+    assert residue(plain, "sqlite.live_page_free_space")["status"] == "skipped"
+    for t in ("t0", "t3", "t5", "t7"):  # the others are intact
+        assert len(raw_rows(db, "checkpoints", "thread_id = ?", (t,))) == 25
+
+
+def test_residue_scan_with_a_real_graph_and_same_file_store(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "app.db"
+    with (
+        SqliteStore.from_conn_string(str(db)) as store,
+        AttestingSqliteSaver.from_conn_string(
+            str(db), signer=signer, store=store, residue_scan=True
+        ) as saver,
+    ):
+        store.setup()
+        graph = build_graph(saver, store)
+        for tid in ("alice-chat", "bob-chat"):
+            for text in (f"my SSN is {MARKER}" if tid == "alice-chat" else "hello", "more"):
+                graph.invoke(human(text), {"configurable": {"thread_id": tid, "user_id": "alice"}})
+        assert sum(marker_in_files(db).values()) > 0
+        r = saver.erase_thread("alice-chat", store_namespaces=[NS])
+    assert residue(r, "residue_scan")["status"] == "applied"
+    assert sum(marker_in_files(db).values()) == 0
+
+
+def test_residue_scan_is_partial_while_a_reader_pins_the_wal(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, residue_scan=True) as s:
+        marks = _many_threads(s, 3, 10)
+        reader = sqlite3.connect(db)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM checkpoints").fetchone()  # holds a snapshot
+        try:
+            r = s.erase_thread("t1")
+            # the truth the receipt must not deny: the pinned WAL still holds the thread
+            assert marker_in_files(db, marks["t1"])["a.db-wal"] > 0
+        finally:
+            reader.rollback()
+            reader.close()
+    entry = residue(r, "residue_scan")
+    assert entry["status"] == "partial", entry
+    assert entry["detail"]["copies_after"] > 0
+
+
+def test_recovered_receipt_scans_conservatively(
+    tmp_path: Path, signer: Signer, monkeypatch
+) -> None:
+    db = tmp_path / "a.db"
+    from erasure_receipts import engine
+
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, residue_scan=True) as s:
+        marks = _many_threads(s, 4, 20)
+
+        def crash(*a: Any, **k: Any) -> Any:
+            raise OSError("process died after commit")
+
+        monkeypatch.setattr("erasure_receipts.savers.sign_and_archive", crash)
+        with pytest.raises(ErasureIncompleteError):
+            s.erase_thread("t2")
+        monkeypatch.setattr("erasure_receipts.savers.sign_and_archive", engine.sign_and_archive)
+        # The statement was journaled with the scan's result: re-signing is byte-identical.
+        [r] = s.recover_receipts(min_age_seconds=0)
+    assert residue(r, "residue_scan")["status"] == "applied"
+    assert sum(marker_in_files(db, marks["t2"]).values()) == 0
+
+
+def test_recovery_without_needles_vacuums(tmp_path: Path, signer: Signer, monkeypatch) -> None:
+    """Killed before the statement was journaled: the rows are gone, so the scan cannot
+    know what to look for; it must VACUUM rather than claim a clean file."""
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, residue_scan=True) as s:
+        marks = _many_threads(s, 4, 20)
+
+        def crash(*a: Any, **k: Any) -> Any:
+            raise OSError("died before journaling the statement")
+
+        monkeypatch.setattr("erasure_receipts.savers.record_statement", crash)
+        with pytest.raises(ErasureIncompleteError):
+            s.erase_thread("t3")
+        monkeypatch.undo()
+        [r] = s.recover_receipts(min_age_seconds=0)
+    entry = residue(r, "residue_scan")
+    assert entry["detail"]["mode"] == "conservative" and entry["detail"]["vacuum"] is True
+    assert entry["status"] == "applied" and entry["detail"]["copies_before"] is None
+    assert sum(marker_in_files(db, marks["t3"]).values()) == 0
+
+
+# -- 3. async saver + sync SqliteStore ---------------------------------------------------
+
+
+async def test_async_saver_with_sync_sqlite_store(tmp_path: Path, signer: Signer) -> None:
+    db, other = tmp_path / "a.db", tmp_path / "store.db"
+    for store_db in (db, other):  # same file (atomic) and another file (sweep)
+        with SqliteStore.from_conn_string(str(store_db)) as store:
+            store.setup()
+            for i in range(15):
+                store.put(NS, f"k{i}", {"v": i})
+            async with AsyncAttestingSqliteSaver.from_conn_string(
+                str(db), signer=signer, store=store
+            ) as saver:
+                await saver.aput(cfg("t"), empty_checkpoint(), {}, {})
+                r = await saver.aerase_thread("t", store_namespaces=[NS])
+                assert r.predicate["pre_state"]["tables"]["store"]["rows"] == 15
+                assert verify_receipt(r.to_json(), [signer.public_key])
+                await saver.areopen_thread("t")
+            assert store.search(NS, limit=100) == []
+
+
+async def test_async_api_failure_after_commit_is_recoverable(
+    tmp_path: Path, signer: Signer, monkeypatch
+) -> None:
+    class FlakyStore(InMemoryStore):
+        broken = True
+
+        async def asearch(self, *a: Any, **k: Any) -> Any:
+            if self.broken:
+                raise NotImplementedError("store has no async API")
+            return await super().asearch(*a, **k)
+
+    store = FlakyStore()
+    store.put(NS, "k", {"v": 1})
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "a.db"), signer=signer, store=store
+    ) as saver:
+        await saver.aput(cfg("t"), empty_checkpoint(), {}, {})
+        with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
+            await saver.aerase_thread("t", store_namespaces=[NS])
+        store.broken = False
+        [r] = await saver.arecover_receipts(min_age_seconds=0)
+        assert r.thread_id == "t"
+
+
+# -- 4. read-only previews; databases that are not LangGraph's ---------------------------
+
+
+def test_digest_is_read_only_and_works_on_a_read_only_connection(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        put(s, "t", 1, "hello")
+        expected = s.digest_thread("t")
+    before = file_bytes(db)
+    ro = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    d = AttestingSqliteSaver(ro, signer=signer).digest_thread("t")
+    ro.close()
+    assert d == expected and d.leaves == 1
+    assert file_bytes(db) == before
+    # a WAL reader may create an empty -wal (and the -shm index); never content
+    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database at all", None])
+def test_digest_of_a_database_without_langgraph_tables(
+    tmp_path: Path, signer: Signer, content: bytes | None
+) -> None:
+    db = tmp_path / "x.db"
+    if content is None:
+        with sqlite3.connect(db) as c:
+            c.execute("CREATE TABLE customers (id INTEGER)")
+    else:
+        db.write_bytes(content)
+    before = db.read_bytes()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    with pytest.raises((NotALangGraphDatabaseError, sqlite3.DatabaseError)):
+        AttestingSqliteSaver(conn, signer=signer).digest_thread("t")
+    conn.close()
+    assert db.read_bytes() == before
+
+
+# -- configuration mistakes found before anything is deleted ---------------------------
+
+
+def test_namespaces_for_without_store_is_refused_at_construction(signer: Signer) -> None:
+    with pytest.raises(ConfigurationError, match="store"):
+        AttestingSqliteSaver(
+            sqlite3.connect(":memory:"), signer=signer, namespaces_for=lambda t: [NS]
+        )
+
+
+def test_bad_thread_ids_are_refused(tmp_path: Path, signer: Signer) -> None:
+    with AttestingSqliteSaver.from_conn_string(str(tmp_path / "a.db"), signer=signer) as s:
+        for bad in ("", None, b"t", 1.5):
+            with pytest.raises(ConfigurationError):
+                s.erase_thread(bad)  # type: ignore[arg-type]
+
+
+# -- last_receipt is per thread / task --------------------------------------------------
+
+
+async def test_last_receipt_under_concurrent_async_erasures(tmp_path: Path, signer: Signer) -> None:
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "a.db"), signer=signer
+    ) as saver:
+        threads = [f"t{i}" for i in range(8)]
+        for t in threads:
+            await saver.aput(cfg(t), empty_checkpoint(), {}, {})
+
+        async def one(t: str) -> tuple[str, str | None]:
+            await saver.adelete_thread(t)
+            await asyncio.sleep(0)
+            last = saver.last_receipt
+            return t, None if last is None else last.thread_id
+
+        results = await asyncio.gather(*(one(t) for t in threads))
+    assert all(t == got for t, got in results), results
+
+
+# -- pending erasures and logging -------------------------------------------------------
+
+
+def test_pending_erasures_and_logs_without_content(
+    tmp_path: Path, signer: Signer, monkeypatch, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="erasure_receipts")
+    with AttestingSqliteSaver.from_conn_string(str(tmp_path / "a.db"), signer=signer) as s:
+        put(s, "t", 1, f"secret {MARKER}")
+
+        def crash(*a: Any, **k: Any) -> Any:
+            raise OSError("disk full")
+
+        monkeypatch.setattr("erasure_receipts.savers.sign_and_archive", crash)
+        with pytest.raises(ErasureIncompleteError):
+            s.erase_thread("t")
+        [pending] = s.pending_erasures()
+        assert pending.age_seconds >= 0 and len(pending.receipt_id) == 36
+        assert s.recover_receipts(min_age_seconds=3600) == []  # too young: skipped
+        monkeypatch.undo()
+        [r] = s.recover_receipts(min_age_seconds=0)
+        assert r.receipt_id == pending.receipt_id and s.pending_erasures() == []
+    text = "\n".join(rec.getMessage() for rec in caplog.records)
+    assert "erased thread 't'" in text and "recovering 1" in text
+    assert MARKER not in text and "PRIVATE" not in text

@@ -38,6 +38,7 @@ def app_db(tmp_path: Path, signer: Signer) -> Path:
 def test_digest_then_erase(app_db: Path, tmp_path: Path, signer: Signer) -> None:
     key = tmp_path / "k.pem"
     key.write_bytes(signer.private_pem())
+    key.chmod(0o600)  # a group/world-readable key is refused
     d = run("digest", str(app_db), "--thread", "alice", "--store-ns", "users/alice", "--json")
     assert d.returncode == 0, d.stderr
     preview = json.loads(d.stdout)
@@ -61,6 +62,7 @@ def test_digest_then_erase(app_db: Path, tmp_path: Path, signer: Signer) -> None
 def test_erase_errors(app_db: Path, tmp_path: Path, signer: Signer, pub_pem: Path) -> None:
     key = tmp_path / "k.pem"
     key.write_bytes(signer.private_pem())
+    key.chmod(0o600)  # a group/world-readable key is refused
     assert run("erase", str(tmp_path / "missing.db"), "--thread", "x", "--key", str(key)
                ).returncode == 3  # fmt: skip
     assert run("erase", str(app_db), "--thread", "x", "--key", str(pub_pem)).returncode == 2

@@ -6,7 +6,10 @@ Hashes follow RFC 9162 section 2.1.1: ``leaf = SHA-256(0x00 || data)``,
 is O(log n) however many rows a thread has.
 
 Each stored row becomes one leaf whose data is ``encode_row(table, primary_key, columns)``,
-a length-prefixed encoding that cannot be read two ways (see RECEIPT_SPEC.md, "Leaves").
+a length-prefixed encoding that cannot be read two ways (RECEIPT_SPEC.md section 4). Rows
+read from SQLite are encoded from their *storage class* (``RowLeafHasher.stored``), never
+from the Python types a connection's converters produce; store items seen only through
+the ``BaseStore`` API are encoded by ``store_item_leaf`` (RFC 8785 JSON, UTC timestamps).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 __all__ = [
     "EMPTY_ROOT",
@@ -23,10 +28,14 @@ __all__ = [
     "RowLeafHasher",
     "encode_row",
     "inclusion_proof",
+    "inclusion_proofs",
+    "jcs_value",
     "leaf_hash",
     "merkle_root",
     "node_hash",
     "root_from_inclusion_proof",
+    "store_item_leaf",
+    "utc_timestamp",
     "verify_inclusion",
 ]
 
@@ -132,6 +141,62 @@ class RowLeafHasher:
             update(name)
             _emit(update, value)
         return h.digest()
+
+    def _feed_stored(self, out: Callable[[bytes], object], row: Sequence[Any], mask: int) -> int:
+        """Emit a leaf from storage-class values; returns the row's ``bytes`` figure.
+
+        ``row`` holds one value per column (extra trailing items are ignored): ``None``
+        (NULL), ``int`` (INTEGER), ``float`` (REAL) or ``bytes`` - a BLOB, or the stored
+        UTF-8 bytes of a TEXT value when bit ``i`` of ``mask`` is set for column ``i``.
+        """
+        for i in self._pk:
+            value = row[i]
+            if value.__class__ is bytes:
+                out((b"t" if mask >> i & 1 else b"b") + _U64.pack(len(value)))
+                out(value)
+            elif value is None:
+                out(b"n")
+            elif value.__class__ is int:
+                out(b"i" + _I64.pack(value))
+            elif value.__class__ is float:
+                out(b"r" + _F64.pack(value))
+            else:
+                raise TypeError(f"not a storage-class value: {type(value).__name__}")
+        out(self._ncols)
+        size = 0
+        for i, name in enumerate(self._names):
+            value = row[i]
+            if value.__class__ is bytes:
+                n = len(value)
+                size += n
+                out(name + (b"t" if mask >> i & 1 else b"b") + _U64.pack(n))
+                out(value)
+            elif value is None:
+                out(name + b"n")
+            elif value.__class__ is int:
+                size += 8
+                out(name + b"i" + _I64.pack(value))
+            elif value.__class__ is float:
+                size += 8
+                out(name + b"r" + _F64.pack(value))
+            else:
+                raise TypeError(f"not a storage-class value: {type(value).__name__}")
+        return size
+
+    def stored(self, row: Sequence[Any], text_mask: int) -> tuple[bytes, int]:
+        """Leaf hash and ``bytes`` figure of a row read as storage classes (see
+        ``_feed_stored``): the form ``SqlTablePart`` reads, whatever the connection's
+        ``detect_types``, converters or ``text_factory``."""
+        h = hashlib.sha256(self._head)
+        size = self._feed_stored(h.update, row, text_mask)
+        return h.digest(), size
+
+    def stored_data(self, row: Sequence[Any], text_mask: int) -> bytes:
+        """The leaf data (``encode_row`` bytes) of the same row; ``leaf_hash`` of it
+        equals ``stored(row, text_mask)[0]``."""
+        parts = [self._head[1:]]
+        self._feed_stored(parts.append, row, text_mask)
+        return b"".join(parts)
 
 
 class MerkleTree:
@@ -241,3 +306,184 @@ def verify_inclusion(
         return root_from_inclusion_proof(index, size, leaf, proof) == root
     except ValueError:
         return False
+
+
+def inclusion_proofs(
+    leaf_hashes: Sequence[bytes], indices: Iterable[int]
+) -> dict[int, list[bytes]]:
+    """Audit paths of several leaves at once, equal to ``inclusion_proof`` for each.
+
+    Builds the tree level by level once (O(n) hashes), so exporting every leaf of a
+    thread costs O(n log n), not O(n^2). An RFC 9162 tree pairs nodes left to right on
+    each level and carries an unpaired last node up unchanged; a leaf's path is its
+    sibling on every level where it has one.
+    """
+    wanted = sorted(set(indices))
+    n = len(leaf_hashes)
+    for i in wanted:
+        if not 0 <= i < n:
+            raise ValueError(f"leaf index {i} is outside a tree of size {n}")
+    paths: dict[int, list[bytes]] = {i: [] for i in wanted}
+    pos = {i: i for i in wanted}
+    level = list(leaf_hashes)
+    while len(level) > 1:
+        for i in wanted:
+            sibling = pos[i] ^ 1
+            if sibling < len(level):
+                paths[i].append(level[sibling])
+            pos[i] >>= 1
+        nxt = [node_hash(level[j], level[j + 1]) for j in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return paths
+
+
+# -- store items seen through the BaseStore API (swept stores) -----------------------------
+
+_MAX_JSON_INT = 2**53
+
+
+def _es6_number(v: float) -> str:
+    """ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3)."""
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError("NaN and Infinity are not JSON")
+    if v == 0:
+        return "0"
+    if v < 0:
+        return "-" + _es6_number(-v)
+    mantissa, _, exp = repr(v).partition("e")  # repr: the shortest round-tripping digits
+    whole, _, frac = mantissa.partition(".")
+    raw = whole + frac
+    digits = raw.lstrip("0")
+    n = len(whole) + (int(exp) if exp else 0) - (len(raw) - len(digits))
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    e = n - 1
+    return (
+        digits[0]
+        + ("." + digits[1:] if k > 1 else "")
+        + "e"
+        + ("+" if e >= 0 else "-")
+        + str(abs(e))
+    )
+
+
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+                 "\t": "\\t"}  # fmt: skip
+
+
+def _jcs_string(s: str, out: list[str]) -> None:
+    s.encode("utf-8")  # a lone surrogate is not JSON text: UnicodeEncodeError
+    out.append('"')
+    for ch in s:
+        esc = _JSON_ESCAPES.get(ch)
+        out.append(esc if esc is not None else f"\\u{ord(ch):04x}" if ch < " " else ch)
+    out.append('"')
+
+
+def _jcs(value: Any, out: list[str], depth: int) -> None:
+    if depth > 1000:
+        raise ValueError("nesting too deep")
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        if not -_MAX_JSON_INT <= value <= _MAX_JSON_INT:
+            raise ValueError("integer outside the exactly representable range")
+        out.append(str(int(value)))
+    elif isinstance(value, float):
+        out.append(_es6_number(value))
+    elif isinstance(value, str):
+        _jcs_string(value, out)
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _jcs(item, out, depth + 1)
+        out.append("]")
+    elif isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("object member names must be strings")
+        out.append("{")
+        keys = sorted(value, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+        for i, key in enumerate(keys):
+            if i:
+                out.append(",")
+            _jcs_string(key, out)
+            out.append(":")
+            _jcs(value[key], out, depth + 1)
+        out.append("}")
+    else:
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def jcs_value(value: Any) -> bytes | None:
+    """RFC 8785 (JCS) UTF-8 bytes of a store item's value, or None if it is not I-JSON.
+
+    Not I-JSON: a non-JSON type (an in-process store may hold any object), a non-string
+    member name, NaN/Infinity, an integer beyond +-2**53, a lone surrogate.
+    """
+    out: list[str] = []
+    try:
+        _jcs(value, out, 0)
+    except (TypeError, ValueError, UnicodeEncodeError):
+        return None
+    return "".join(out).encode("utf-8")
+
+
+def utc_timestamp(t: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC, always six fractional digits; a naive
+    datetime is taken to be UTC already."""
+    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    return (
+        f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:"
+        f"{t.second:02d}.{t.microsecond:06d}Z"
+    )
+
+
+def store_item_leaf(
+    namespace: Sequence[str], key: str, value: Any, created_at: datetime, updated_at: datetime
+) -> tuple[tuple[str, str], bytes, int]:
+    """Sort key ``(prefix, key)``, leaf data and ``bytes`` figure of one store item seen
+    through the ``BaseStore`` API (RECEIPT_SPEC.md section 4, "Swept store items").
+
+    ``value`` is TEXT holding its RFC 8785 JSON; a value that is not I-JSON falls back to
+    a BLOB holding ``orjson.dumps(value, OPT_SORT_KEYS | OPT_NON_STR_KEYS)``.
+    """
+    prefix = ".".join(namespace)
+    jcs = jcs_value(value)
+    stored: str | bytes
+    if jcs is not None:
+        stored = jcs.decode("utf-8")
+        value_size = len(jcs)
+    else:
+        import orjson
+
+        stored = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        value_size = len(stored)
+    created, updated = utc_timestamp(created_at), utc_timestamp(updated_at)
+    data = encode_row(
+        "store",
+        [prefix, key],
+        [("prefix", prefix), ("key", key), ("value", stored),
+         ("created_at", created), ("updated_at", updated)],
+    )  # fmt: skip
+    size = (
+        len(prefix.encode("utf-8", "surrogatepass"))
+        + len(key.encode("utf-8", "surrogatepass"))
+        + value_size
+        + len(created)
+        + len(updated)
+    )
+    return (prefix, key), data, size

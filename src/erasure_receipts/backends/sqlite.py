@@ -21,6 +21,7 @@ from typing import Any
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
+from .sqlite_residue import Needles, residue_scan
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
@@ -40,6 +41,17 @@ __all__ = [
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 CHECKPOINT_WAIT_MS = 1000
 """Longest wait for readers before the WAL checkpoint gives up and reports ``partial``."""
+
+LIVE_PAGE_RESIDUE: dict[str, Any] = {
+    "action": "sqlite.live_page_free_space",
+    "status": "skipped",
+    "detail": {
+        "reason": "not scanned: secure_delete does not zero the unused space of pages "
+        "rebuilt while the B-tree rebalances, so copies of erased rows can remain there "
+        "until VACUUM; enable residue_scan to check and remove them",
+    },
+}
+"""Stated in every receipt made without the residue scan: what was *not* scrubbed."""
 
 TOMBSTONE_DDL = f"""
 CREATE TABLE IF NOT EXISTS erasure_tombstones (
@@ -240,14 +252,13 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _size(value: Any) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bytes | bytearray | memoryview):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    return 8
+def text_encoding(conn: sqlite3.Connection) -> str:
+    """The database's text encoding as a Python codec name (compared in SQL, so no
+    ``text_factory`` is involved)."""
+    le, be = conn.execute(
+        "SELECT encoding = 'UTF-16le', encoding = 'UTF-16be' FROM pragma_encoding"
+    ).fetchone()
+    return "utf-16-le" if le else "utf-16-be" if be else "utf-8"
 
 
 @dataclass
@@ -262,30 +273,74 @@ class SqlTablePart:
     method: str = "atomic-transaction"
     irreversible_deleted: int = 0
     namespaces_seen: set[str] = field(default_factory=set)
+    observer: Callable[[Sequence[Any]], None] | None = None
+    """Sees every measured row (the residue scan's needle collector)."""
     _columns: list[str] | None = None
     _pk: list[str] | None = None
     _measured: int = 0
     _last_bytes: int = 0
+    _encoding: str = "utf-8"
 
     def _describe(self) -> tuple[list[str], list[str]] | None:
         if self._columns is None:
-            info = self.conn.execute(f'PRAGMA table_info("{self.table}")').fetchall()
+            # Names read as BLOBs: a connection's text_factory must not change them.
+            info = self.conn.execute(
+                "SELECT CAST(name AS BLOB), pk FROM pragma_table_info(?) ORDER BY cid",
+                (self.table,),
+            ).fetchall()
             if not info:
                 return None  # the table does not exist (e.g. store without vectors)
-            self._columns = [r[1] for r in info]
-            self._pk = [r[1] for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+            self._encoding = text_encoding(self.conn)
+            self._columns = [bytes(r[0]).decode(self._encoding) for r in info]
+            pk = sorted((r[1], c) for c, r in zip(self._columns, info, strict=True) if r[1])
+            self._pk = [c for _, c in pk]
         assert self._pk is not None
         return self._columns, self._pk
 
-    def _rows(self) -> Iterator[tuple[Any, ...]]:
+    def _rows(self) -> Iterator[tuple[Sequence[Any], int]]:
+        """``(values, text_mask)`` per row in primary-key order, read by storage class.
+
+        Every column is selected as an aliased expression - so no declared type or
+        column name reaches ``detect_types`` converters - and TEXT is cast to BLOB, so
+        no ``text_factory`` applies: values are exactly None, int, float or bytes (the
+        stored bytes, in the database's encoding), and bit i of ``text_mask`` says
+        column i holds TEXT. Items after the columns are the mask columns.
+        """
         desc = self._describe()
         if desc is None:
             return
         cols, pk = desc
-        select = ", ".join(_quote(c) for c in cols)
+        quoted = [_quote(c) for c in cols]
+        values = ", ".join(
+            f"CASE WHEN typeof({q}) = 'text' THEN CAST({q} AS BLOB) ELSE {q} END AS \"v{i}\""
+            for i, q in enumerate(quoted)
+        )
+        masks = [
+            " | ".join(f"((typeof({q}) = 'text') << {j})" for j, q in enumerate(quoted[s : s + 62]))
+            + f' AS "m{s}"'
+            for s in range(0, len(quoted), 62)
+        ]
         order = ", ".join(_quote(c) for c in pk)
-        sql = f"SELECT {select} FROM {_quote(self.table)} WHERE {self.where} ORDER BY {order}"
-        yield from self.conn.execute(sql, list(self.params))
+        sql = (
+            f"SELECT {values}, {', '.join(masks)} FROM {_quote(self.table)} "
+            f"WHERE {self.where} ORDER BY {order}"
+        )
+        cur = self.conn.cursor()
+        cur.row_factory = None  # plain tuples whatever the connection's row_factory
+        cur.execute(sql, list(self.params))
+        n, k = len(cols), len(masks)
+        for row in cur:
+            yield row, row[n] if k == 1 else sum(row[n + j] << (62 * j) for j in range(k))
+
+    def _utf8(self, row: Sequence[Any], mask: int) -> Sequence[Any]:
+        """The row with its TEXT as UTF-8 (a no-op unless the database is UTF-16)."""
+        if self._encoding == "utf-8":
+            return row
+        return tuple(
+            v.decode(self._encoding, "surrogatepass").encode("utf-8", "surrogatepass")
+            if mask >> i & 1 else v
+            for i, v in enumerate(row[: len(self._columns or ())])
+        )  # fmt: skip
 
     def measure(self, sink: LeafSink) -> TableCount:
         desc = self._describe()
@@ -293,16 +348,31 @@ class SqlTablePart:
         if desc is None:
             return count
         cols, pk = desc
-        leaf = RowLeafHasher(self.table, cols, pk)
+        leaf = RowLeafHasher(self.table, cols, pk).stored
         ns_idx = cols.index("checkpoint_ns") if "checkpoint_ns" in cols else None
-        for row in self._rows():
-            sink(leaf(row))
+        utf8 = self._encoding == "utf-8"
+        for row, mask in self._rows():
+            h, size = leaf(row if utf8 else self._utf8(row, mask), mask)
+            sink(h)
             count.rows += 1
-            count.bytes += sum(_size(v) for v in row)
+            count.bytes += size
             if ns_idx is not None:
-                self.namespaces_seen.add(row[ns_idx])
+                ns = row[ns_idx]
+                ns = ns.decode(self._encoding, "replace") if type(ns) is bytes else ns
+                self.namespaces_seen.add(ns)
+            if self.observer is not None:
+                self.observer(row[: len(cols)])  # stored bytes, in the database's encoding
         self._last_bytes = count.bytes
         return count
+
+    def leaves(self) -> Iterator[bytes]:
+        """The leaf data of every row, in the order ``measure`` hashes them (legal hold)."""
+        desc = self._describe()
+        if desc is None:
+            return
+        leaf = RowLeafHasher(self.table, *desc).stored_data
+        for row, mask in self._rows():
+            yield leaf(self._utf8(row, mask), mask)
 
     def erase(self, sink: LeafSink) -> TableCount:
         self._measured = self.measure(sink).rows
@@ -342,8 +412,11 @@ class SqliteBackend:
         extra_parts: Sequence[Part] = (),
         extra_residue: Callable[[], list[dict[str, Any]]] | None = None,
         versions: dict[str, str],
+        residue_scan: bool = False,
     ) -> None:
         self.extra_residue = extra_residue
+        self.needles: Needles | None = None
+        self._erased = False
         self.conn = conn
         self.thread_id = thread_id
         self.saver = saver
@@ -362,10 +435,21 @@ class SqliteBackend:
             ]
         # Tables the database does not have (e.g. store_vectors without an index) hold
         # nothing of the thread and are left out of the receipt rather than shown as 0.
-        existing = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        enc = text_encoding(conn)
+        existing = {
+            bytes(r[0]).decode(enc)  # as a BLOB: whatever the connection's text_factory
+            for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")
+        }
         self._parts = [
             p for p in self._parts if not isinstance(p, SqlTablePart) or p.table in existing
         ]
+        if residue_scan:
+            encoding = str(conn.execute("PRAGMA encoding").fetchone()[0]).replace("-", "")
+            prefixes = [".".join(ns) for ns in store_rows_namespaces]
+            self.needles = Needles(encoding.lower(), exclude=[thread_id, *prefixes])
+            for p in self._parts:
+                assert isinstance(p, SqlTablePart)
+                p.observer = self.needles.add_row
         self._parts += list(extra_parts)
 
     def parts(self) -> Sequence[Part]:
@@ -389,6 +473,7 @@ class SqliteBackend:
         try:
             yield
             conn.commit()  # inside the try: a failed COMMIT leaves the transaction open
+            self._erased = True
         except BaseException:
             try:
                 conn.rollback()
@@ -416,6 +501,19 @@ class SqliteBackend:
             (self.thread_id, receipt_id, erased_at),
         )
 
+    def previous_erasure(self) -> str | None:
+        row = (
+            self.conn.execute(
+                "SELECT receipt_id FROM erasure_tombstones WHERE thread_id = ?", (self.thread_id,)
+            ).fetchone()
+            or self.conn.execute(
+                "SELECT receipt_id FROM erasure_journal WHERE thread_id = ? "
+                "ORDER BY issued_at DESC, receipt_id DESC LIMIT 1",
+                (self.thread_id,),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
@@ -425,6 +523,13 @@ class SqliteBackend:
 
     def reduce_residue(self) -> list[dict[str, Any]]:
         out = scrub(self.conn)
+        if self.needles is not None:
+            # Needles exist only if this backend measured the rows it deleted; a receipt
+            # issued by recovery scans conservatively instead.
+            needles = self.needles if self._erased else None
+            out.append(residue_scan(self.conn, self.database, needles))
+        else:
+            out.append(LIVE_PAGE_RESIDUE)
         if self.extra_residue is not None:
             out += self.extra_residue()
         return out

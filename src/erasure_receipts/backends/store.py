@@ -10,14 +10,14 @@ receipt records the method as "sweep" and its leaves as API-level JSON.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from langgraph.store.base import BaseStore, Item
 
-from ..digest import encode_row, leaf_hash
+from ..digest import leaf_hash, store_item_leaf
 from ..engine import LeafSink, TableCount, iter_pages
 
 __all__ = ["PAGE_SIZE", "StoreSweepPart", "acount_items", "count_items", "item_leaf"]
@@ -26,19 +26,18 @@ PAGE_SIZE = 100
 
 
 def item_leaf(item: Item) -> tuple[tuple[str, str], bytes, int]:
-    """Sort key, leaf hash and byte size for one store item seen through the API."""
-    prefix = ".".join(item.namespace)
-    value = orjson.dumps(item.value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    created = item.created_at.isoformat()
-    updated = item.updated_at.isoformat()
-    data = encode_row(
-        "store",
-        [prefix, item.key],
-        [("prefix", prefix), ("key", item.key), ("value", value),
-         ("created_at", created), ("updated_at", updated)],
-    )  # fmt: skip
-    size = len(prefix.encode()) + len(item.key.encode()) + len(value) + len(created) + len(updated)
-    return (prefix, item.key), leaf_hash(data), size
+    """Sort key, leaf hash and byte size for one store item seen through the API.
+
+    The leaf is specified in RECEIPT_SPEC.md section 4 ("Swept store items"): value as
+    RFC 8785 JSON, timestamps as UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+    """
+    key, data, size = item_leaf_data(item)
+    return key, leaf_hash(data), size
+
+
+def item_leaf_data(item: Item) -> tuple[tuple[str, str], bytes, int]:
+    """Sort key, leaf *data* and byte size of one store item (legal-hold export)."""
+    return store_item_leaf(item.namespace, item.key, item.value, item.created_at, item.updated_at)
 
 
 def _search(store: BaseStore, ns: tuple[str, ...], offset: int) -> list[Any]:
@@ -55,7 +54,14 @@ def count_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) -> int:
 
 
 async def acount_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) -> int:
-    """Async :func:`count_items` (``asearch``, same explicit page size)."""
+    """Async :func:`count_items` (``asearch``, same explicit page size).
+
+    A sync-only store (``SqliteStore`` raises ``NotImplementedError`` from its async API)
+    is counted through its sync API on a worker thread instead.
+    """
+    namespaces = list(namespaces)
+    if _sync_only(store):
+        return await asyncio.to_thread(count_items, store, namespaces)
     total = 0
     for ns in namespaces:
         offset = 0
@@ -66,6 +72,13 @@ async def acount_items(store: BaseStore, namespaces: Iterable[tuple[str, ...]]) 
                 break
             offset += len(page)
     return total
+
+
+def _sync_only(store: BaseStore) -> bool:
+    from langgraph.store.sqlite import SqliteStore
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    return isinstance(store, SqliteStore) and not isinstance(store, AsyncSqliteStore)
 
 
 def _all_items(store: BaseStore, ns: tuple[str, ...]) -> Iterator[Any]:
@@ -105,6 +118,16 @@ class StoreSweepPart:
                 key, leaf, size = item_leaf(item)
                 self._seen[key] = (leaf, size)
         return self._emit(sink)
+
+    def leaves(self) -> Iterator[bytes]:
+        """The leaf data of every item, in the order ``measure`` hashes them (legal hold)."""
+        found: dict[tuple[str, str], bytes] = {}
+        for ns in self.namespaces:
+            for item in _all_items(self.store, ns):
+                key, data, _ = item_leaf_data(item)
+                found[key] = data
+        for key in sorted(found):
+            yield found[key]
 
     def erase(self, sink: LeafSink) -> TableCount:
         self._seen.clear()

@@ -210,7 +210,7 @@ def test_recovery_continues_past_an_entry_it_cannot_attest(
         monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected: database is locked")))  # fmt: skip
         for t in ("t1", "t2"):
-            with pytest.raises(ErasureIncompleteError, match="could not be journaled"):
+            with pytest.raises(ErasureIncompleteError, match=r"no receipt .*database is locked"):
                 s.erase_thread(t, tombstone=False)
         monkeypatch.undo()
         assert not s.conn.in_transaction

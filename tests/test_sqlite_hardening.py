@@ -27,6 +27,7 @@ from erasure_receipts import (
     ErasureIncompleteError,
     NotALangGraphDatabaseError,
     Signer,
+    ThreadErasedError,
     verify_receipt,
 )
 from erasure_receipts.backends.sqlite_residue import Needles, residue_scan
@@ -376,3 +377,126 @@ def test_pending_erasures_and_logs_without_content(
     text = "\n".join(rec.getMessage() for rec in caplog.records)
     assert "erased thread 't'" in text and "recovering 1" in text
     assert MARKER not in text and "PRIVATE" not in text
+
+
+# -- 7. a still-running graph on an erased thread ----------------------------------------
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_graph_on_an_erased_thread(tmp_path: Path, signer: Signer, refuse: bool) -> None:
+    """Default (LangGraph's contract): the nodes run and write user memory again before
+    the checkpoint write is refused. refuse_erased_reads=True: refused at the first read,
+    nothing written."""
+    store = InMemoryStore()
+    tid = "alice-chat"
+    with AttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "a.db"), signer=signer, store=store, refuse_erased_reads=refuse
+    ) as saver:
+        graph = build_graph(saver, store)
+        run = {"configurable": {"thread_id": tid}}
+        graph.invoke(human(f"my SSN is {MARKER}"), run)
+        assert saver.get_tuple({"configurable": {"thread_id": tid}}) is not None  # not erased
+        saver.erase_thread(tid, store_namespaces=[NS])
+        assert store.search(NS) == []
+        with pytest.raises(ThreadErasedError):
+            graph.invoke(human(f"my SSN is {MARKER}"), run)
+        written = store.search(NS)
+        assert (written == []) is refuse
+        assert raw_rows(tmp_path / "a.db", "checkpoints", "thread_id = ?", (tid,)) == []
+        assert saver.get_tuple({"configurable": {"thread_id": "other"}}) is None
+
+
+async def test_async_refuse_erased_reads(tmp_path: Path, signer: Signer) -> None:
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "a.db"), signer=signer, refuse_erased_reads=True
+    ) as saver:
+        await saver.aput(cfg("t"), empty_checkpoint(), {}, {})
+        r = await saver.aerase_thread("t")  # its own API checks still read the thread
+        assert r.thread_id == "t"
+        with pytest.raises(ThreadErasedError):
+            await saver.aget_tuple(cfg("t"))
+        assert await saver.aget_tuple(cfg("never")) is None
+
+
+# -- kill -9 at random points, with the residue scan on ----------------------------------
+
+CHILD = """
+import os, signal, sys
+from erasure_receipts import AttestingSqliteSaver, Signer
+
+kill_at, seen = int(sys.argv[3]), 0
+
+
+def tracer(frame, event, arg):
+    # Count executed lines of the library; die by SIGKILL at line number kill_at.
+    global seen
+    if "erasure_receipts" not in frame.f_code.co_filename:
+        return None
+    if event == "line":
+        seen += 1
+        if seen == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return tracer
+
+
+signer = Signer.from_seed(bytes(range(32)))
+with AttestingSqliteSaver.from_conn_string(
+    sys.argv[1], signer=signer, archive=sys.argv[2], residue_scan=True
+) as s:
+    s.setup()
+    sys.settrace(tracer)
+    s.erase_thread("t1")
+    sys.settrace(None)
+print(seen, flush=True)
+"""
+
+
+def test_kill_9_at_random_points_leaves_no_erased_content(tmp_path: Path, signer: Signer) -> None:
+    """SIGKILL at a random line of the library's erasure (measure, delete, commit, scan,
+    VACUUM, journal, sign, archive), then recovery by another process: the thread is
+    intact with no receipt, or erased with exactly one receipt and no copy in any file."""
+    import subprocess
+    import sys
+
+    def prepare(db: Path) -> dict[str, str]:
+        with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+            return _many_threads(s, 6, 30)
+
+    def child(db: Path, archive: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-c", CHILD, str(db), str(archive), str(kill_at)]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False)
+
+    probe = (
+        child(tmp_path / "probe.db", tmp_path / "probe", 0)
+        if prepare(tmp_path / "probe.db")
+        else None
+    )
+    assert probe is not None and probe.returncode == 0, probe
+    total = int(probe.stdout)
+    rnd = random.Random(7)
+    outcomes = {"intact": 0, "erased": 0}
+    for trial in range(10):
+        db, archive = tmp_path / f"{trial}.db", tmp_path / f"r{trial}"
+        marks = prepare(db)
+        res = child(db, archive, rnd.randint(1, total))
+        assert res.returncode == -9, res.stderr  # it really died mid-way
+        with AttestingSqliteSaver.from_conn_string(
+            str(db), signer=signer, archive=archive, residue_scan=True
+        ) as s:
+            recovered = s.recover_receipts(min_age_seconds=0)
+            kept = s.journal_receipts("t1")
+        rows = raw_rows(db, "checkpoints", "thread_id = ?", ("t1",))
+        files = sorted(archive.glob("*.json")) if archive.exists() else []
+        if rows:
+            outcomes["intact"] += 1
+            assert len(rows) == 30 and recovered == [] and kept == [] and files == []
+        else:
+            outcomes["erased"] += 1
+            [receipt] = kept
+            assert [f.name for f in files] == [f"{receipt.receipt_id}.json"]
+            assert verify_receipt(files[0].read_bytes(), [signer.public_key]).thread_id == "t1"
+            assert residue(receipt, "residue_scan")["status"] == "applied"
+            assert sum(marker_in_files(db, marks["t1"]).values()) == 0, trial
+        for t in ("t0", "t2"):
+            assert len(raw_rows(db, "checkpoints", "thread_id = ?", (t,))) == 30
+    assert outcomes["intact"] and outcomes["erased"], outcomes

@@ -134,8 +134,8 @@ class ThreadErasedError(ErasureError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(
-            f"thread {thread_id!r} was erased; writes to it are rejected "
-            "(call reopen_thread() to reuse the id on purpose)"
+            f"thread {thread_id!r} was erased; it is tombstoned and writes to it are "
+            "rejected (call reopen_thread() to reuse the id on purpose)"
         )
         self.thread_id = thread_id
 

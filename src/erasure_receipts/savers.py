@@ -27,7 +27,12 @@ from typing import Any, NamedTuple
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -117,6 +122,11 @@ _LAST_RECEIPT: ContextVar[dict[int, Receipt] | None] = ContextVar(
 )
 
 
+_API_CHECK: ContextVar[bool] = ContextVar("erasure_receipts_api_check", default=False)
+"""Set while the saver checks its own erasure through the public API: the erased thread
+must then be *read* (and found empty), not refused."""
+
+
 def check_archive(archive: Path | None) -> None:
     """Refuse, before anything is deleted, an archive the receipt could not be written to."""
     if archive is None:
@@ -173,6 +183,7 @@ class _Attesting:
         namespaces_for: NamespacesFor | None,
         clock: Callable[[], datetime] | None,
         residue_scan: bool = False,
+        refuse_erased_reads: bool = False,
     ) -> None:
         if not isinstance(signer, Signer):
             raise TypeError("signer= must be an erasure_receipts.Signer")
@@ -190,6 +201,7 @@ class _Attesting:
         self.namespaces_for = namespaces_for
         self.clock = clock
         self.residue_scan = bool(residue_scan)
+        self.refuse_erased_reads = bool(refuse_erased_reads)
         self._store_rows: bool | None = None  # store tables live in the saver's database
 
     @property
@@ -409,6 +421,11 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             ``-wal``/``-shm`` files for copies of the erased rows, ``VACUUM`` if any is
             found, and record the checked result in the receipt (costs about one read
             of the file; see README "Residue").
+        refuse_erased_reads: ``get_tuple`` of an erased (tombstoned) thread raises
+            ``ThreadErasedError`` instead of returning None, so a graph still running on
+            an erased thread stops at its first read - before its nodes write anything
+            (e.g. user memory into an erased store namespace). Off by default: LangGraph's
+            saver contract returns None for unknown threads.
     """
 
     def __init__(
@@ -422,9 +439,12 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: bool = False,
+        refuse_erased_reads: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
-        self._init_attesting(signer, store, archive, namespaces_for, clock, residue_scan)
+        self._init_attesting(
+            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+        )
 
     @classmethod
     @contextmanager
@@ -439,6 +459,7 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: bool = False,
+        refuse_erased_reads: bool = False,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -446,6 +467,7 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             yield cls(
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+                refuse_erased_reads=refuse_erased_reads,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -455,6 +477,13 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         ensure_tombstones(self.conn)
 
     # -- normal operation: the parent's, with tombstone errors made explicit -----------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if self.refuse_erased_reads and not _API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and self.is_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return super().get_tuple(config)
 
     def put(
         self,
@@ -602,6 +631,15 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
     def _api_checks(
         self, request: ErasureRequest, namespaces: set[str]
     ) -> list[tuple[str, int, str]]:
+        token = _API_CHECK.set(True)
+        try:
+            return self._api_checks_unguarded(request, namespaces)
+        finally:
+            _API_CHECK.reset(token)
+
+    def _api_checks_unguarded(
+        self, request: ErasureRequest, namespaces: set[str]
+    ) -> list[tuple[str, int, str]]:
         tid = request.thread_id
         found = sum(
             1
@@ -703,9 +741,12 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: bool = False,
+        refuse_erased_reads: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
-        self._init_attesting(signer, store, archive, namespaces_for, clock, residue_scan)
+        self._init_attesting(
+            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+        )
         self._tombstones_ready = False
 
     @classmethod
@@ -721,12 +762,14 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: bool = False,
+        refuse_erased_reads: bool = False,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
             yield cls(
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+                refuse_erased_reads=refuse_erased_reads,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -754,6 +797,13 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
                 if self.conn.in_transaction:
                     await self.conn.rollback()
             raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if self.refuse_erased_reads and not _API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and await self.ais_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return await super().aget_tuple(config)
 
     async def aput(
         self,
@@ -892,6 +942,15 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         return out
 
     async def _aapi_checks(
+        self, request: ErasureRequest, namespaces: set[str]
+    ) -> list[tuple[str, int, str]]:
+        token = _API_CHECK.set(True)
+        try:
+            return await self._aapi_checks_unguarded(request, namespaces)
+        finally:
+            _API_CHECK.reset(token)
+
+    async def _aapi_checks_unguarded(
         self, request: ErasureRequest, namespaces: set[str]
     ) -> list[tuple[str, int, str]]:
         tid = request.thread_id

@@ -33,6 +33,7 @@ from __future__ import annotations
 import mmap
 import os
 import sqlite3
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -83,12 +84,16 @@ class Needles:
         return not self.overflow
 
 
+_U16 = struct.Struct(">H").unpack_from
+_U32 = struct.Struct(">I").unpack_from
+
+
 def _u16(b: bytes | mmap.mmap, o: int) -> int:
-    return (b[o] << 8) | b[o + 1]
+    return int(_U16(b, o)[0])
 
 
 def _u32(b: bytes | mmap.mmap, o: int) -> int:
-    return int.from_bytes(b[o : o + 4], "big")
+    return int(_U32(b, o)[0])
 
 
 def _varint(b: bytes | mmap.mmap, o: int) -> tuple[int, int]:

@@ -345,7 +345,7 @@ def test_exported_dsse_file_verifies_with_cli(files: dict[str, Path], tmp_path: 
     assert one_json_document(proc.stdout)["results"][0]["reason"] == "ok"
     # export refuses to overwrite
     proc = run_cli("export", files["receipt"], "--out", out)
-    assert proc.returncode == 2
+    assert proc.returncode == 3  # an output that exists: I/O error
     # exporting a DSSE envelope again is stable
     proc = run_cli("export", out, "--format", "dsse")
     assert proc.returncode == 0
@@ -377,7 +377,7 @@ def test_cli_keygen(tmp_path: Path) -> None:
     assert b"PRIVATE" not in pub.read_bytes()
     before = (priv.read_bytes(), pub.read_bytes())
     proc = run_cli("keygen", "--out", out)
-    assert proc.returncode == 2
+    assert proc.returncode == 3  # a key file that exists: I/O error
     assert "refusing to overwrite" in proc.stderr
     assert (priv.read_bytes(), pub.read_bytes()) == before
     # The generated key signs receipts that verify with the generated public key.
@@ -477,10 +477,11 @@ def test_cli_trust_file_rotation(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert one_json_document(proc.stdout)["results"][0]["reason"] == "key_not_valid_at_time"
 
-    # --key and --trust combine: an unrestricted --key makes the old receipt valid again.
+    # --key and --trust are mutually exclusive (issue 7): an unrestricted --key must not
+    # silently override the trust file's windows.
     pub_a = tmp_path / "a.pub.pem"
     pub_a.write_bytes(TRUSTED.public_pem())
-    assert run_cli("verify", old, "--trust", trust, "--key", pub_a).returncode == 0
+    assert run_cli("verify", old, "--trust", trust, "--key", pub_a).returncode == 2
 
 
 def test_trusted_key_window_orders_fractional_seconds() -> None:

@@ -184,6 +184,8 @@ def parse_strict(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
     non-integer numbers, NaN/Infinity, and trailing garbage. Integer *range* is checked
     by the receipt validator, which knows where integers may appear.
     """
+    if not isinstance(data, bytes | bytearray):
+        raise TypeError(f"parse_strict takes bytes, not {type(data).__name__}")
     if len(data) > max_bytes:
         raise MalformedReceiptError(
             f"input is {len(data)} bytes, over the {max_bytes}-byte limit", reason="too_large"

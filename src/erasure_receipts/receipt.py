@@ -80,15 +80,30 @@ def is_uuid(v: str) -> bool:
     )
 
 
+_DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def is_time(v: str) -> bool:
-    """``^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?Z$``"""
+    """An RFC 3339 UTC time in the receipts' form ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z`` that
+    names a real instant: month 01-12, a day that exists in that month (Gregorian leap
+    years), hour < 24, minute < 60, second < 60 (no leap second). The schemas spell the
+    same set as one regex (``TIME_PATTERN`` in the tests); no ``datetime`` import."""
     if not (20 <= len(v) <= 27 and v.isascii() and v[-1] == "Z"):
         return False
     if not (v[4] == v[7] == "-" and v[10] == "T" and v[13] == v[16] == ":"):
         return False
     digits = v[:4] + v[5:7] + v[8:10] + v[11:13] + v[14:16] + v[17:19]
     frac = v[19:-1]
-    return digits.isdigit() and (not frac or (frac[0] == "." and frac[1:].isdigit()))
+    if not (digits.isdigit() and (not frac or (frac[0] == "." and frac[1:].isdigit()))):
+        return False
+    month, day = int(v[5:7]), int(v[8:10])
+    if not (1 <= month <= 12 and 1 <= day <= _DAYS_IN_MONTH[month]):
+        return False
+    if month == 2 and day == 29:
+        year = int(v[:4])
+        if year % 4 or (year % 100 == 0 and year % 400):
+            return False
+    return v[11:13] < "24" and v[14:16] < "60" and v[17:19] < "60"
 
 
 _NAMES_OK: set[str] = set()
@@ -330,9 +345,15 @@ class Signature:
 
     __slots__ = ("keyid", "sig")
 
+    keyid: str
+    sig: bytes
+
     def __init__(self, keyid: str, sig: bytes) -> None:
-        self.keyid = keyid
-        self.sig = sig
+        object.__setattr__(self, "keyid", keyid)
+        object.__setattr__(self, "sig", sig)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Signature is immutable; cannot set {name!r}")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Signature) and (self.keyid, self.sig) == (other.keyid, other.sig)
@@ -341,7 +362,7 @@ class Signature:
         return hash((self.keyid, self.sig))
 
     def __repr__(self) -> str:
-        return f"Signature(keyid={self.keyid[:16]}...)"
+        return f"Signature(keyid={str(self.keyid)[:16]}...)"
 
     def to_json(self) -> dict[str, str]:
         if not self.keyid:
@@ -368,47 +389,117 @@ _K_SIG_DSSE = frozenset(("sig",))
 
 
 def _signatures(v: Any, *, dsse: bool = False) -> tuple[Signature, ...]:
-    """Parse signatures. In a DSSE envelope ``keyid`` is optional (DSSE makes it a hint);
-    a missing one is kept as "" and the verifier then tries each trusted key."""
+    """Parse signatures. In a DSSE envelope ``keyid`` is optional (DSSE makes it a hint):
+    absent or ``""`` (what many DSSE producers write for "no hint") is kept as "" and the
+    verifier then tries each trusted key. Anything else must be a lowercase hex key id;
+    a null, number, boolean, array or object is malformed, never "no hint"."""
     out = []
     for i, s in enumerate(_list(v, "signatures", 1)):
         s = _obj(s, ("signatures", i), _K_SIG_DSSE if dsse else _K_SIG, _K_SIG)
         kid = s.get("keyid", "")
-        if kid or not dsse:
+        if not (dsse and kid == "" and type(kid) is str):
             _str(kid, ("signatures", i, "keyid"), is_hex64)
         out.append(Signature(kid, _b64(s["sig"], ("signatures", i, "sig"), 128)))
     return tuple(out)
+
+
+def statement_from_payload(payload: bytes) -> dict[str, Any]:
+    """The statement a signed payload encodes: a fresh strict parse of exactly these bytes,
+    schema-checked, and refused unless the payload is its RFC 8785 form (so the signed
+    bytes and the statement have one meaning)."""
+    st = validate_statement(parse_strict(payload))
+    if canonicalize_ascii_keys(st) != payload:
+        raise MalformedReceiptError(
+            "DSSE payload is not in RFC 8785 canonical form", reason="not_canonical"
+        )
+    return st
 
 
 class Receipt:
     """A signed erasure statement plus its signatures and (optionally) the public key.
 
     ``payload`` is the RFC 8785 form of ``statement``: the bytes that DSSE wraps and the
-    signatures cover (through the DSSE pre-authentication encoding). Treat instances
-    as immutable. (A plain class, not a dataclass: ``dataclasses`` alone would add a
-    third of the verifier's cold-start time.)
+    signatures cover (through the DSSE pre-authentication encoding). Nothing here is
+    verified: ``verify_receipt`` checks the signatures over ``payload`` and reports the
+    statement parsed afresh from those bytes, never ``statement`` itself.
+
+    Attributes cannot be reassigned, and the constructor keeps its own copy of the
+    statement and refuses a ``payload`` that is not that statement's RFC 8785 form.
+    ``to_json``/``to_dict`` refuse a statement that was changed in place afterwards.
+    (A plain class, not a dataclass: ``dataclasses`` alone would add a third of the
+    verifier's cold-start time.)
     """
 
     __slots__ = ("payload", "public_key", "signatures", "statement")
 
+    statement: dict[str, Any]
+    signatures: tuple[Signature, ...]
+    public_key: PublicKey | None
+    payload: bytes
+
     def __init__(
         self,
-        statement: dict[str, Any],
+        statement: Mapping[str, Any],
         signatures: Sequence[Signature],
         public_key: PublicKey | None = None,
         payload: bytes = b"",
     ) -> None:
-        self.statement = statement
-        self.signatures = tuple(signatures)
-        self.public_key = public_key
-        self.payload = payload or canonicalize(statement)
+        try:  # a private copy, so the caller's dict cannot change this receipt later
+            st = json.loads(json.dumps(statement, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise MalformedReceiptError(f"statement is not JSON: {exc}", reason="schema") from None
+        validate_statement(st)
+        canonical = canonicalize(st)
+        if payload and payload != canonical:
+            raise MalformedReceiptError(
+                "payload is not the RFC 8785 form of statement", reason="not_canonical"
+            )
+        sigs = tuple(signatures)
+        if not all(isinstance(s, Signature) for s in sigs):
+            raise TypeError("signatures must be Signature objects")
+        if public_key is not None and not isinstance(public_key, PublicKey):
+            raise TypeError("public_key must be a PublicKey or None")
+        self._init(st, sigs, public_key, canonical)
+
+    def _init(
+        self,
+        statement: dict[str, Any],
+        signatures: tuple[Signature, ...],
+        public_key: PublicKey | None,
+        payload: bytes,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "statement", statement)
+        set_(self, "signatures", signatures)
+        set_(self, "public_key", public_key)
+        set_(self, "payload", payload)
+
+    @classmethod
+    def _new(
+        cls,
+        statement: dict[str, Any],
+        signatures: tuple[Signature, ...],
+        public_key: PublicKey | None,
+        payload: bytes,
+    ) -> Receipt:
+        """Internal: the caller guarantees ``payload`` is the canonical form of a freshly
+        parsed, validated ``statement`` that nobody else holds."""
+        self = cls.__new__(cls)
+        self._init(statement, signatures, public_key, payload)
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Receipt is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Receipt is immutable; cannot delete {name!r}")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Receipt) and (
-            self.statement,
+            self.payload,
             self.signatures,
             self.public_key,
-        ) == (other.statement, other.signatures, other.public_key)
+        ) == (other.payload, other.signatures, other.public_key)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -447,9 +538,20 @@ class Receipt:
         st = validate_statement(json.loads(json.dumps(statement)))
         payload = canonicalize(st)
         sig = Signature(signer.key_id, signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))
-        return cls(st, (sig,), signer.public_key if embed_key else None, payload)
+        return cls._new(st, (sig,), signer.public_key if embed_key else None, payload)
 
     def to_dict(self) -> dict[str, Any]:
+        """The receipt file's JSON object; refuses if ``statement`` was changed in place
+        after signing (the file would claim what the signature does not cover)."""
+        try:
+            same = canonicalize_ascii_keys(self.statement) == self.payload
+        except (MalformedReceiptError, TypeError, ValueError):
+            same = False
+        if not same:
+            raise MalformedReceiptError(
+                "statement was modified after signing; it no longer matches the payload",
+                reason="not_canonical",
+            )
         doc: dict[str, Any] = {
             "media_type": RECEIPT_MEDIA_TYPE,
             "statement": self.statement,
@@ -471,8 +573,17 @@ class Receipt:
         }
 
     @classmethod
-    def from_json(cls, data: bytes) -> Receipt:
-        """Strictly parse a receipt file or a DSSE envelope (signatures not checked)."""
+    def from_json(cls, data: bytes | str) -> Receipt:
+        """Strictly parse a receipt file or a DSSE envelope (signatures not checked).
+
+        ``data`` is the file's bytes, or its text (``str``, encoded as UTF-8 first)."""
+        if isinstance(data, str):
+            try:
+                data = data.encode("utf-8")
+            except UnicodeEncodeError:
+                raise MalformedReceiptError(
+                    "text is not valid Unicode (lone surrogate)", reason="not_utf8"
+                ) from None
         return cls.from_obj(parse_strict(data))
 
     @classmethod
@@ -499,7 +610,7 @@ class Receipt:
                     "embedded public key does not match its keyid", reason="keyid_mismatch"
                 )
             pub = PublicKey.from_raw(raw)
-        return cls(st, _signatures(doc["signatures"]), pub, canonicalize_ascii_keys(st))
+        return cls._new(st, _signatures(doc["signatures"]), pub, canonicalize_ascii_keys(st))
 
     @classmethod
     def _from_dsse(cls, env: dict[str, Any]) -> Receipt:
@@ -509,12 +620,8 @@ class Receipt:
                 f"unknown payloadType {env['payloadType']!r}", reason="unknown_type"
             )
         payload = _b64(env["payload"], "payload", 1 << 20)
-        st = validate_statement(parse_strict(payload))
-        if canonicalize_ascii_keys(st) != payload:
-            raise MalformedReceiptError(
-                "DSSE payload is not in RFC 8785 canonical form", reason="not_canonical"
-            )
-        return cls(st, _signatures(env["signatures"], dsse=True), None, payload)
+        st = statement_from_payload(payload)
+        return cls._new(st, _signatures(env["signatures"], dsse=True), None, payload)
 
     def save(self, path: str | os.PathLike[str], *, exist_ok: bool = False) -> str:
         """Write durably: temp file, fsync, atomic rename, fsync of the directory."""

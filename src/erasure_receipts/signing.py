@@ -50,11 +50,25 @@ def key_id(raw_public_key: bytes) -> str:
 
 
 def b64decode(text: str | bytes) -> bytes:
-    """Strict standard base64 (no whitespace, correct padding)."""
+    """Strict, canonical standard base64: raises ``ValueError`` unless re-encoding the
+    decoded bytes gives back exactly ``text`` (no whitespace, no missing or extra
+    padding, no padding after a full group, unused trailing bits zero). Every byte
+    string then has exactly one accepted spelling."""
+    if isinstance(text, str):
+        if not text.isascii():
+            raise ValueError("not valid base64")
+        encoded = text.encode("ascii")
+    elif isinstance(text, bytes | bytearray):
+        encoded = bytes(text)
+    else:
+        raise ValueError(f"not valid base64 (a {type(text).__name__}, not text)")
     try:
-        return binascii.a2b_base64(text, strict_mode=True)
+        data = binascii.a2b_base64(encoded, strict_mode=True)
     except (binascii.Error, ValueError):
         raise ValueError("not valid base64") from None
+    if binascii.b2a_base64(data, newline=False) != encoded:
+        raise ValueError("not canonical base64 (padding or trailing bits)")
+    return data
 
 
 def b64encode(data: bytes) -> str:
@@ -65,6 +79,18 @@ def _serialization() -> Any:
     from cryptography.hazmat.primitives import serialization
 
     return serialization
+
+
+def _pem_bytes(data: bytes | str, what: str) -> bytes:
+    """PEM text as bytes: ``str`` (PEM is ASCII text) or bytes-like; TypeError otherwise."""
+    if isinstance(data, str):
+        try:
+            return data.encode("ascii")
+        except UnicodeEncodeError:
+            raise KeyFormatError(f"{what} PEM text is not ASCII") from None
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"a {what} PEM must be bytes or str, not {type(data).__name__}")
 
 
 def _pem_ed25519_raw(data: bytes) -> bytes | None:
@@ -103,6 +129,8 @@ class PublicKey:
 
     @classmethod
     def from_raw(cls, raw: bytes) -> PublicKey:
+        if not isinstance(raw, bytes | bytearray | memoryview):
+            raise TypeError(f"a raw public key is bytes, not {type(raw).__name__}")
         if len(raw) != 32:
             raise KeyFormatError(f"an Ed25519 public key is 32 bytes, got {len(raw)}")
         # The cryptography key object is built on first use: a key embedded in a
@@ -111,6 +139,8 @@ class PublicKey:
 
     @classmethod
     def from_base64(cls, text: str) -> PublicKey:
+        if not isinstance(text, str | bytes):
+            raise TypeError(f"a base64 public key is str, not {type(text).__name__}")
         try:
             raw = b64decode(text)
         except ValueError:
@@ -118,7 +148,9 @@ class PublicKey:
         return cls.from_raw(raw)
 
     @classmethod
-    def from_pem(cls, data: bytes) -> PublicKey:
+    def from_pem(cls, data: bytes | str) -> PublicKey:
+        """An Ed25519 public key from SubjectPublicKeyInfo PEM (bytes or text)."""
+        data = _pem_bytes(data, "public key")
         raw = _pem_ed25519_raw(data)
         if raw is not None:
             pk = cls.from_raw(raw)
@@ -181,7 +213,11 @@ class Signer:
         return cls(Ed25519PrivateKey.generate())
 
     @classmethod
-    def from_pem(cls, data: bytes, password: bytes | None = None) -> Signer:
+    def from_pem(cls, data: bytes | str, password: bytes | str | None = None) -> Signer:
+        """An Ed25519 private key from PKCS#8 PEM (bytes or text), optionally encrypted."""
+        data = _pem_bytes(data, "private key")
+        if isinstance(password, str):
+            password = password.encode("utf-8")
         try:
             key = _serialization().load_pem_private_key(data, password=password)
         except TypeError as exc:  # password missing or given for an unencrypted key

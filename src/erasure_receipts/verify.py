@@ -8,20 +8,122 @@ statement's own semantics (an "erased" receipt must describe a verified empty st
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .canonical import parse_strict
+from .canonical import MAX_INPUT_BYTES, parse_strict
 from .errors import (
+    InputError,
     KeyFormatError,
+    MalformedReceiptError,
     ReceiptSemanticsError,
     SignatureError,
     UntrustedKeyError,
 )
-from .receipt import EMPTY_ROOT_HEX, REQUIRED_OUT_OF_SCOPE, Receipt, is_time
+from .receipt import (
+    EMPTY_ROOT_HEX,
+    REQUIRED_OUT_OF_SCOPE,
+    Receipt,
+    Signature,
+    is_hex64,
+    is_time,
+    statement_from_payload,
+)
 from .signing import PublicKey
 
-__all__ = ["TrustStore", "TrustedKey", "VerifiedReceipt", "check_semantics", "verify_receipt"]
+__all__ = [
+    "REASONS",
+    "TrustStore",
+    "TrustedKey",
+    "VerifiedReceipt",
+    "check_semantics",
+    "read_input",
+    "verify_receipt",
+]
+
+REASONS: tuple[tuple[str, int, str], ...] = (
+    ("ok", 0, "verified"),
+    ("unreadable", 3, "the input could not be read"),
+    ("too_large", 1, "input over 1 MiB"),
+    ("not_utf8", 1, "not UTF-8, a byte-order mark, or a lone surrogate"),
+    ("not_json", 1, "not JSON, trailing data, NaN/Infinity, too deep"),
+    ("duplicate_key", 1, "an object repeats a member name"),
+    ("float", 1, "a non-integer number"),
+    ("unknown_version", 1, "unknown media_type"),
+    ("unknown_type", 1, "unknown statement _type or DSSE payloadType"),
+    ("unknown_predicate", 1, "unknown predicateType"),
+    ("schema", 1, "structure, type or format does not match the schema"),
+    ("integer_range", 1, "an integer outside 0..2^53-1"),
+    ("keyid_mismatch", 1, "embedded public key does not match its keyid"),
+    ("not_canonical", 1, "signed payload is not the RFC 8785 form of its statement"),
+    ("no_trusted_keys", 1, "no trusted keys were given"),
+    ("bad_signature", 1, "a signature naming a trusted key does not verify"),
+    ("untrusted_key", 1, "no signature by a trusted key"),
+    ("key_not_valid_at_time", 1, "trusted key not valid at issued_at"),
+    ("inconsistent", 1, "leaves, digests or table sets disagree"),
+    ("subject_digest_mismatch", 1, "subject digest differs from the pre-state digest"),
+    ("subject_name_mismatch", 1, "subject name does not name the scope's thread"),
+    ("not_empty", 1, "status erased but the post-state is not empty"),
+    ("check_failed", 1, "status erased but a check did not pass"),
+    ("out_of_scope_missing", 1, "a required out_of_scope id is missing"),
+    ("internal_error", 1, "a bug in the verifier"),
+)
+"""Every per-file ``reason`` code ``receipt verify`` reports: (code, exit code, meaning).
+The single source of truth: schemas/verify-result.schema.json lists the same codes in
+its enum and RECEIPT_SPEC.md section 6 in its table (the tests check all three agree)."""
+
+
+def _display(path: str | bytes) -> str:
+    """A file name that can always be printed on one line: undecodable bytes and
+    control characters (a newline in a name could forge an output line) are escaped."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text
+
+
+def read_input(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
+    """Read a regular file of at most ``MAX_INPUT_BYTES`` (``InputError`` if it cannot be
+    read or is not a regular file, ``MalformedReceiptError`` "too_large" if bigger)."""
+    path = os.fspath(path)
+    # O_NONBLOCK + a regular-file check: a FIFO or device named *.json must not hang a
+    # batch verify; it is reported as unreadable instead.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        raise InputError(f"cannot read {_display(path)}: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"cannot read {_display(path)}: not a regular file")
+        size = st.st_size
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            fd = -1
+            # Read what the file says it holds (+1 to notice growth), not a 1 MiB buffer
+            # per file: allocation dominated small reads in batches.
+            data = fh.read(min(size, MAX_INPUT_BYTES) + 1)
+            while len(data) <= MAX_INPUT_BYTES and (more := fh.read(MAX_INPUT_BYTES + 1)):
+                data += more
+    except OSError as exc:
+        raise InputError(f"cannot read {_display(path)}: {_strerror(exc)}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return check_size(data)
+
+
+def _strerror(exc: Exception) -> str:
+    return str(getattr(exc, "strerror", None) or exc)
+
+
+def check_size(data: bytes) -> bytes:
+    if len(data) > MAX_INPUT_BYTES:
+        raise MalformedReceiptError(
+            f"input is over the {MAX_INPUT_BYTES}-byte limit", reason="too_large"
+        )
+    return data
 
 
 class TrustedKey:
@@ -32,7 +134,7 @@ class TrustedKey:
     and the old key given a ``not_after``.
     """
 
-    __slots__ = ("key", "name", "not_after", "not_before")
+    __slots__ = ("_after", "_before", "key", "name", "not_after", "not_before")
 
     def __init__(
         self,
@@ -41,19 +143,46 @@ class TrustedKey:
         not_before: str | None = None,
         not_after: str | None = None,
     ) -> None:
+        if not isinstance(key, PublicKey):
+            raise TypeError(f"TrustedKey needs a PublicKey, not {type(key).__name__}")
+        if type(name) is not str:
+            raise TypeError("TrustedKey name must be a str")
+        for label, t in (("not_before", not_before), ("not_after", not_after)):
+            if t is not None and (type(t) is not str or not is_time(t)):
+                raise KeyFormatError(
+                    f"{label} {t!r} is not a real RFC 3339 UTC time like 2026-01-31T00:00:00Z"
+                )
         self.key = key
         self.name = name
         self.not_before = not_before
         self.not_after = not_after
+        self._before = None if not_before is None else _normalise_time(not_before)
+        self._after = None if not_after is None else _normalise_time(not_after)
+        if self._before is not None and self._after is not None and self._before >= self._after:
+            raise KeyFormatError(
+                f"empty validity window: not_before {not_before} is not before "
+                f"not_after {not_after}"
+            )
 
     def __repr__(self) -> str:
         return f"TrustedKey({self.key!r}, name={self.name!r})"
 
     def valid_at(self, issued_at: str) -> bool:
+        """Whether a receipt issued at ``issued_at`` falls in [not_before, not_after).
+
+        Raises ``ValueError`` if ``issued_at`` is not a real RFC 3339 UTC time."""
+        if type(issued_at) is not str or not is_time(issued_at):
+            raise ValueError(f"{issued_at!r} is not an RFC 3339 UTC time")
+        return self._contains(issued_at)
+
+    def _contains(self, issued_at: str) -> bool:
+        # issued_at is already validated (the verifier's schema check)
+        if self._before is None and self._after is None:
+            return True
         t = _normalise_time(issued_at)
-        if self.not_before is not None and t < _normalise_time(self.not_before):
+        if self._before is not None and t < self._before:
             return False
-        return not (self.not_after is not None and t >= _normalise_time(self.not_after))
+        return not (self._after is not None and t >= self._after)
 
 
 def _normalise_time(t: str) -> str:
@@ -66,8 +195,15 @@ class TrustStore:
     """The set of keys an auditor accepts, looked up by key id."""
 
     def __init__(self, keys: Iterable[TrustedKey | PublicKey] = ()) -> None:
+        given: object = keys  # callers without type checking pass anything
+        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+            raise TypeError(
+                f"trusted keys must be PublicKey/TrustedKey objects, not {type(given).__name__}"
+            )
         self._by_id: dict[str, list[TrustedKey]] = {}
         for k in keys:
+            if not isinstance(k, TrustedKey | PublicKey):
+                raise TypeError(f"a trusted key must be a PublicKey, not {type(k).__name__}")
             tk = k if isinstance(k, TrustedKey) else TrustedKey(k)
             self._by_id.setdefault(tk.key.key_id, []).append(tk)
 
@@ -82,15 +218,24 @@ class TrustStore:
         return self._by_id.get(keyid, [])
 
     @classmethod
-    def from_json(cls, data: bytes) -> TrustStore:
+    def from_json(cls, data: bytes | str) -> TrustStore:
         """Load a trust file: ``{"trust_version": 1, "keys": [{...}, ...]}``.
 
-        Each key has ``ed25519`` (base64 raw key) or ``pem``, and optionally ``name``,
-        ``not_before`` and ``not_after``. See RECEIPT_SPEC.md, "Trust files".
+        ``data`` is the file's bytes or its text. Each key has ``ed25519`` (base64 raw
+        key) or ``pem``, and optionally ``name``, ``not_before`` and ``not_after`` (real
+        RFC 3339 UTC times, ``not_before`` < ``not_after``). See RECEIPT_SPEC.md,
+        "Trust files".
         """
+        if isinstance(data, str):
+            try:
+                data = data.encode("utf-8")
+            except UnicodeEncodeError:
+                raise KeyFormatError("trust file text is not valid Unicode") from None
+        if not isinstance(data, bytes | bytearray):
+            raise TypeError(f"a trust file is bytes or str, not {type(data).__name__}")
         try:
             doc = parse_strict(data)
-        except Exception as exc:
+        except MalformedReceiptError as exc:
             raise KeyFormatError(f"trust file is not valid JSON: {exc}") from None
         if type(doc) is not dict or doc.get("trust_version") != 1:
             raise KeyFormatError('trust file must be an object with "trust_version": 1')
@@ -110,24 +255,43 @@ class TrustStore:
             for f in ("not_before", "not_after"):
                 if f in k and not is_time(k[f]):
                     raise KeyFormatError(
-                        f"trust file keys[{i}].{f} must be like 2026-01-31T00:00:00Z"
+                        f"trust file keys[{i}].{f} must be a real time like 2026-01-31T00:00:00Z"
                     )
             try:
-                pem = k["pem"].encode("utf-8") if "pem" in k else b""
-            except UnicodeEncodeError:
-                raise KeyFormatError(f"trust file keys[{i}].pem is not valid text") from None
-            pk = PublicKey.from_base64(k["ed25519"]) if "ed25519" in k else PublicKey.from_pem(pem)
-            out.append(TrustedKey(pk, k.get("name", ""), k.get("not_before"), k.get("not_after")))
+                if "ed25519" in k:
+                    pk = PublicKey.from_base64(k["ed25519"])
+                else:
+                    pk = PublicKey.from_pem(k["pem"])
+                tk = TrustedKey(pk, k.get("name", ""), k.get("not_before"), k.get("not_after"))
+            except KeyFormatError as exc:
+                raise KeyFormatError(f"trust file keys[{i}]: {exc.message}") from None
+            out.append(tk)
         return cls(out)
 
 
 class VerifiedReceipt:
-    """Facts established by verification, and nothing else."""
+    """Facts established by verification, and nothing else.
+
+    Every field comes from the statement parsed afresh from the signed payload (or from
+    the trusted key that verified it); ``statement`` is that parse, a dict no one else
+    holds. Attributes are read-only.
+    """
 
     __slots__ = (
-        "issued_at", "key_id", "key_name", "pre_digest", "receipt_id", "statement", "status",
-        "thread_id",
+        "issued_at", "key_id", "key_name", "methods", "pre_digest", "receipt_id", "residue",
+        "statement", "status", "thread_id",
     )  # fmt: skip
+
+    receipt_id: str
+    thread_id: str
+    status: str
+    issued_at: str
+    pre_digest: str
+    key_id: str
+    key_name: str
+    methods: dict[str, str]
+    residue: tuple[tuple[str, str], ...]
+    statement: dict[str, Any]
 
     def __init__(
         self,
@@ -140,15 +304,23 @@ class VerifiedReceipt:
         key_id: str,
         key_name: str,
         statement: dict[str, Any],
+        methods: dict[str, str] | None = None,
+        residue: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        self.receipt_id = receipt_id
-        self.thread_id = thread_id
-        self.status = status
-        self.issued_at = issued_at
-        self.pre_digest = pre_digest
-        self.key_id = key_id
-        self.key_name = key_name
-        self.statement = statement
+        set_ = object.__setattr__
+        set_(self, "receipt_id", receipt_id)
+        set_(self, "thread_id", thread_id)
+        set_(self, "status", status)
+        set_(self, "issued_at", issued_at)
+        set_(self, "pre_digest", pre_digest)
+        set_(self, "key_id", key_id)
+        set_(self, "key_name", key_name)
+        set_(self, "statement", statement)
+        set_(self, "methods", dict(methods or {}))
+        set_(self, "residue", tuple(residue))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"VerifiedReceipt is read-only; cannot set {name!r}")
 
     def __repr__(self) -> str:
         return (
@@ -189,12 +361,69 @@ def check_semantics(statement: dict[str, Any]) -> None:
         raise bad(f"out_of_scope lacks {', '.join(sorted(missing))}", "out_of_scope_missing")
 
 
+def _signed_parts(r: Receipt) -> Receipt:
+    """A private Receipt holding only what ``r``'s signed payload says.
+
+    The statement is a fresh strict parse of ``r.payload`` (which must be its RFC 8785
+    form); ``r.statement`` is never read, so neither a statement swapped in nor one
+    mutated in place can be reported."""
+    payload = r.payload
+    if type(payload) is not bytes:
+        raise MalformedReceiptError("receipt payload must be bytes", reason="schema")
+    statement = statement_from_payload(payload)
+    sigs = r.signatures
+    if type(sigs) is not tuple or not sigs:
+        raise MalformedReceiptError("receipt needs a tuple of signatures", reason="schema")
+    for s in sigs:
+        if not (
+            isinstance(s, Signature)
+            and type(s.keyid) is str
+            and (s.keyid == "" or is_hex64(s.keyid))
+            and type(s.sig) is bytes
+        ):
+            raise MalformedReceiptError(
+                "signatures must be Signature objects with a hex key id (or none) and bytes",
+                reason="schema",
+            )
+    pub = r.public_key
+    if pub is not None and not isinstance(pub, PublicKey):
+        raise MalformedReceiptError("public_key must be a PublicKey", reason="schema")
+    return Receipt._new(statement, sigs, pub, payload)
+
+
+def _load(data: Any) -> Receipt:
+    if isinstance(data, Receipt):
+        return _signed_parts(data)
+    if isinstance(data, bytes | bytearray | memoryview):
+        # from_json parses these bytes afresh and derives the payload from that parse:
+        # the Receipt is private to this call.
+        return Receipt.from_json(bytes(data))
+    if isinstance(data, os.PathLike):
+        return Receipt.from_json(read_input(data))
+    if isinstance(data, str):
+        raise TypeError(
+            "verify_receipt() takes the receipt's bytes or a path object, not str (JSON "
+            "text or a file name?): pass text.encode() or pathlib.Path(name)"
+        )
+    raise TypeError(
+        f"verify_receipt() takes bytes, a path object or a Receipt, not {type(data).__name__}"
+    )
+
+
 def verify_receipt(
-    data: bytes | Receipt, trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey]
+    data: bytes | bytearray | memoryview | os.PathLike[str] | os.PathLike[bytes] | Receipt,
+    trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey],
 ) -> VerifiedReceipt:
-    """Verify a receipt file or DSSE envelope (bytes) against the caller's trusted keys."""
-    receipt = data if isinstance(data, Receipt) else Receipt.from_json(data)
+    """Verify a receipt file or DSSE envelope against the caller's trusted keys.
+
+    ``data`` is the file's bytes, a path object (``pathlib.Path``; read with the same
+    1 MiB limit) or a ``Receipt`` (only its signed ``payload`` counts). A ``str`` is
+    refused with ``TypeError``: it could be JSON text or a file name. Returns only facts
+    bound by a verified signature, or raises a ``VerificationError`` (``InputError`` for
+    an unreadable path).
+    """
     trust = trusted_keys if isinstance(trusted_keys, TrustStore) else TrustStore(trusted_keys)
+    receipt = _load(data)
     if not len(trust):
         raise UntrustedKeyError("no trusted keys were given", reason="no_trusted_keys")
     message = receipt.signed_bytes()
@@ -209,7 +438,7 @@ def verify_receipt(
                 # Only a signature that names a trusted key proves tampering; a keyless
                 # one that fails may simply be someone else's.
                 bad_trusted = bad_trusted or bool(sig.keyid)
-            elif tk.valid_at(issued_at):
+            elif tk._contains(issued_at):
                 accepted = tk
                 break
             else:
@@ -242,4 +471,6 @@ def verify_receipt(
         key_id=accepted.key.key_id,
         key_name=accepted.name,
         statement=receipt.statement,
+        methods=p["methods"],
+        residue=tuple((r["action"], r["status"]) for r in p["residue"]),
     )

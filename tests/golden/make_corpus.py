@@ -73,6 +73,68 @@ def _resigned(mutate: Callable[[dict[str, Any]], None], signer: Signer = TRUSTED
     return Receipt.sign(st, signer).to_json()
 
 
+def _resigned_raw(mutate: Callable[[dict[str, Any]], None], signer: Signer = TRUSTED) -> bytes:
+    """Like ``_resigned`` for statements ``Receipt.sign`` refuses (schema violations): the
+    file carries a valid signature over the canonical bytes of the invalid statement."""
+    st = make_statement()
+    mutate(st)
+    payload = canonicalize(st)
+    sig = signer.sign(pae(DSSE_PAYLOAD_TYPE, payload))
+    doc = {
+        "media_type": "application/vnd.langgraph-erasure-receipt.v1+json",
+        "statement": st,
+        "signatures": [{"keyid": signer.key_id, "sig": _b64(sig)}],
+    }
+    return dump(doc)
+
+
+def _impossible_issued_at(st: dict[str, Any]) -> None:
+    st["predicate"]["issued_at"] = "2025-02-31T25:61:61Z"
+
+
+def _leap_day_non_leap_year(st: dict[str, Any]) -> None:
+    st["predicate"]["issued_at"] = "2100-02-29T00:00:00Z"
+
+
+def _dsse_keyid(keyid: Any) -> bytes:
+    """A correctly signed DSSE envelope whose signature ``keyid`` is not a string."""
+    payload = canonicalize(make_statement())
+    sig = _b64(TRUSTED.sign(pae(DSSE_PAYLOAD_TYPE, payload)))
+    env = {
+        "payloadType": DSSE_PAYLOAD_TYPE,
+        "payload": _b64(payload),
+        "signatures": [{"keyid": keyid, "sig": sig}],
+    }
+    return (json.dumps(env, indent=2) + "\n").encode("utf-8")
+
+
+def _noncanonical_bits(text: str) -> str:
+    """Same bytes when decoded leniently, but a non-zero unused bit before the padding."""
+    pad = len(text) - len(text.rstrip("="))
+    assert pad, text
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    i = len(text) - pad - 1
+    return text[:i] + alphabet[alphabet.index(text[i]) + 1] + text[i + 1 :]
+
+
+def _sig_noncanonical_bits() -> bytes:
+    doc = receipt_doc()
+    doc["signatures"][0]["sig"] = _noncanonical_bits(doc["signatures"][0]["sig"])
+    return dump(doc)
+
+
+def _embedded_key_noncanonical_bits() -> bytes:
+    doc = receipt_doc()
+    doc["public_key"]["ed25519"] = _noncanonical_bits(doc["public_key"]["ed25519"])
+    return dump(doc)
+
+
+def _dsse_payload_overpadded() -> bytes:
+    env = make_receipt().to_dsse()
+    env["payload"] += "=="
+    return (json.dumps(env, indent=2) + "\n").encode("utf-8")
+
+
 def _dsse(
     payload: bytes, signer: Signer = TRUSTED, payload_type: str = DSSE_PAYLOAD_TYPE, **extra: Any
 ) -> bytes:
@@ -268,6 +330,10 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "embedded public key does not hash to its keyid"),
         "embedded_key_wrong_length": (lambda: t("public_key.ed25519", _b64(b"\x01" * 31)), 1,
             "schema", "embedded public key is 31 bytes"),
+        "sig_noncanonical_bits": (_sig_noncanonical_bits, 1, "schema",
+            "signature base64 with a non-zero unused bit (decodes leniently to the same bytes)"),
+        "embedded_key_noncanonical_bits": (_embedded_key_noncanonical_bits, 1, "schema",
+            "embedded key base64 with a non-zero unused bit"),
         "no_signatures": (lambda: t("signatures", []), 1, "schema", "empty signatures"),
         "missing_signatures": (lambda: _removed("signatures"), 1, "schema",
             "signatures member missing"),
@@ -339,6 +405,10 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "status erased but a check failed"),
         "resigned_out_of_scope_missing": (lambda: _resigned(_out_of_scope_missing), 1,
             "out_of_scope_missing", "out_of_scope lacks backups"),
+        "resigned_impossible_issued_at": (lambda: _resigned_raw(_impossible_issued_at), 1,
+            "schema", "issued_at 2025-02-31T25:61:61Z, validly signed"),
+        "resigned_leap_day_non_leap_year": (lambda: _resigned_raw(_leap_day_non_leap_year), 1,
+            "schema", "issued_at 2100-02-29 (2100 is not a leap year), validly signed"),
         # DSSE envelopes.
         "dsse_not_canonical": (_dsse_not_canonical, 1, "not_canonical",
             "correctly signed DSSE payload that is indented JSON"),
@@ -352,6 +422,18 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "untrusted_key", "DSSE envelope signed by the attacker"),
         "dsse_extra_member": (lambda: _dsse(canonicalize(make_statement()), note="x"), 1,
             "schema", "DSSE envelope with an unknown member"),
+        "dsse_keyid_null": (lambda: _dsse_keyid(None), 1, "schema",
+            "correctly signed envelope, signature keyid null"),
+        "dsse_keyid_zero": (lambda: _dsse_keyid(0), 1, "schema",
+            "correctly signed envelope, signature keyid 0"),
+        "dsse_keyid_false": (lambda: _dsse_keyid(False), 1, "schema",
+            "correctly signed envelope, signature keyid false"),
+        "dsse_keyid_object": (lambda: _dsse_keyid({}), 1, "schema",
+            "correctly signed envelope, signature keyid {}"),
+        "dsse_keyid_array": (lambda: _dsse_keyid([]), 1, "schema",
+            "correctly signed envelope, signature keyid []"),
+        "dsse_payload_overpadded": (_dsse_payload_overpadded, 1, "schema",
+            "DSSE payload base64 with extra padding"),
         "dsse_payload_not_base64": (lambda: _replace_once(
             _dsse(canonicalize(make_statement())), b'"payload": "', b'"payload": "%'), 1,
             "schema", "DSSE payload is not base64"),

@@ -60,10 +60,13 @@ Check = dict[str, str]
 
 @dataclass
 class TableCount:
+    """Rows and stored bytes of one table in a measurement (a receipt's ``tables`` entry)."""
+
     rows: int = 0
     bytes: int = 0
 
     def to_json(self) -> dict[str, int]:
+        """The receipt's ``{"rows": ..., "bytes": ...}`` form (also what the journal keeps)."""
         return {"rows": self.rows, "bytes": self.bytes}
 
 
@@ -99,13 +102,21 @@ class Part(Protocol):
 
 
 class ErasureBackend(Protocol):
+    """One database as the engine sees it: its parts, transactions, tombstone and journal.
+
+    ``kind``, ``saver``, ``store``, ``database`` and ``versions`` become the receipt's
+    ``backend`` member.
+    """
+
     kind: str
     saver: str
     store: str | None
     database: str
     versions: dict[str, str]
 
-    def parts(self) -> Sequence[Part]: ...
+    def parts(self) -> Sequence[Part]:
+        """The scope's parts (tables, swept stores); the engine orders them by table."""
+        ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """Exclusive write transaction: commit on success, roll back on any error."""
@@ -115,7 +126,9 @@ class ErasureBackend(Protocol):
         """A consistent read view for measuring without deleting."""
         ...
 
-    def write_tombstone(self, receipt_id: str, erased_at: str) -> None: ...
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """Inside the transaction: mark the thread id erased so later writes are rejected."""
+        ...
 
     def previous_erasure(self) -> str | None:
         """Inside the transaction: the receipt id of an earlier erasure of this thread
@@ -133,6 +146,8 @@ class ErasureBackend(Protocol):
 
 @dataclass(frozen=True)
 class ErasureRequest:
+    """The scope of one erasure: the thread, store namespaces erased with it, tombstone."""
+
     thread_id: str
     store_namespaces: tuple[tuple[str, ...], ...] = ()
     tombstone: bool = True
@@ -162,7 +177,12 @@ def _utc_now() -> datetime:
 
 
 def format_time(t: datetime) -> str:
-    t = t.astimezone(UTC)
+    """The receipts' UTC form ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z`` (fraction only if non-zero).
+
+    A naive datetime is taken as UTC (as ``digest.utc_timestamp`` does), never as the
+    machine's local time, so an injected ``clock`` cannot shift ``issued_at``.
+    """
+    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
     frac = f".{t.microsecond:06d}" if t.microsecond else ""
     return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
@@ -256,6 +276,8 @@ def erase_rows(
 
 
 def request_from_journal(entry_json: str) -> ErasureRequest:
+    """The request a journal entry recorded, for recovery (``allow_empty`` is not kept:
+    the rows are already deleted, so it no longer matters)."""
     entry = json.loads(entry_json)
     return ErasureRequest(
         str(entry["thread_id"]),

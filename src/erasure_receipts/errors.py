@@ -38,6 +38,7 @@ class Error(Exception):
 
     @property
     def message(self) -> str:
+        """The one-line human message (without the class name and ``reason``)."""
         return str(self.args[0]) if self.args else self.reason
 
     def diagnostics(self) -> str:
@@ -128,14 +129,14 @@ class ErasureIncompleteError(ErasureError):
 
 
 class ThreadErasedError(ErasureError):
-    """A write targeted a thread that was erased (tombstoned); it was rejected."""
+    """A write (or, with ``refuse_erased_reads``, a read) targeted an erased thread."""
 
     reason = "thread_erased"
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(
-            f"thread {thread_id!r} was erased; it is tombstoned and writes to it are "
-            "rejected (call reopen_thread() to reuse the id on purpose)"
+            f"thread {thread_id!r} was erased; it is tombstoned: writes to it (and, with "
+            "refuse_erased_reads, reads) are refused (reopen_thread() reuses the id on purpose)"
         )
         self.thread_id = thread_id
 

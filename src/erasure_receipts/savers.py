@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -81,6 +81,8 @@ __all__ = ["AsyncAttestingSqliteSaver", "AttestingSqliteSaver", "PendingErasure"
 log = logging.getLogger("erasure_receipts")
 
 Namespace = tuple[str, ...]
+ResidueScan = bool | Literal["vacuum"]
+"""``residue_scan=``: off, on (VACUUM only if a copy is found), or "vacuum" (always)."""
 NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
 
 
@@ -104,6 +106,7 @@ class ThreadDigest:
 
     @property
     def leaves(self) -> int:
+        """Rows measured in all tables: the tree's leaf count (``pre_state.leaves``)."""
         return sum(t.rows for t in self.tables.values())
 
 
@@ -173,7 +176,7 @@ class _Attesting:
     archive: Path | None
     namespaces_for: NamespacesFor | None
     clock: Callable[[], datetime] | None
-    residue_scan: bool
+    residue_scan: ResidueScan
 
     def _init_attesting(
         self,
@@ -182,7 +185,7 @@ class _Attesting:
         archive: str | Path | None,
         namespaces_for: NamespacesFor | None,
         clock: Callable[[], datetime] | None,
-        residue_scan: bool = False,
+        residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
     ) -> None:
         if not isinstance(signer, Signer):
@@ -200,7 +203,7 @@ class _Attesting:
             raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
         self.namespaces_for = namespaces_for
         self.clock = clock
-        self.residue_scan = bool(residue_scan)
+        self.residue_scan = _residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
         self._store_rows: bool | None = None  # store tables live in the saver's database
 
@@ -231,11 +234,11 @@ class _Attesting:
             raise ConfigurationError("store_namespaces were given but the saver has no store=")
         return ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
 
-    def _scan(self, residue_scan: bool | None) -> bool:
-        return self.residue_scan if residue_scan is None else bool(residue_scan)
+    def _scan(self, residue_scan: ResidueScan | None) -> ResidueScan:
+        return self.residue_scan if residue_scan is None else _residue_mode(residue_scan)
 
     def _backend(
-        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: bool = False
+        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: ResidueScan = False
     ) -> SqliteBackend:
         rows_ns: Sequence[Namespace] = ()
         extra: list[Part] = []
@@ -252,19 +255,34 @@ class _Attesting:
             store=type(self.store).__name__ if self.store is not None else None,
             store_rows_namespaces=rows_ns,
             extra_parts=extra,
-            extra_residue=self._store_residue if extra else None,
+            extra_residue=(lambda: self._store_residue(bool(residue_scan))) if extra else None,
             versions=_versions(),
             residue_scan=residue_scan,
         )
 
-    def _store_residue(self) -> list[dict[str, Any]]:
+    def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:
         """Residue of a swept store: scrub it if it is SQLite we can reach, else say so."""
         from langgraph.store.sqlite import SqliteStore
 
         store = self.store
         if isinstance(store, SqliteStore):
             with store.lock:
-                return scrub(store.conn, "store")
+                out = scrub(store.conn, "store")
+                path = database_path(store.conn)
+            # Only the saver's own database file is scanned: say so for the store's.
+            action = "residue_scan.store" if scanned else "sqlite.live_page_free_space.store"
+            reason = (
+                "the store's database file is not scanned (only the saver's is); copies "
+                "of erased items can remain in the free space of its live pages"
+            )
+            out.append(
+                {
+                    "action": action,
+                    "status": "skipped",
+                    "detail": {"database": path, "reason": reason},
+                }
+            )
+            return out
         return [
             {"action": "store.scrub", "status": "skipped",
              "detail": {"store": type(store).__name__,
@@ -273,7 +291,7 @@ class _Attesting:
         ]  # fmt: skip
 
     def _phase_one(
-        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: bool
+        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: ResidueScan
     ) -> tuple[RowsOutcome, SqliteBackend]:
         backend = self._backend(conn, request, residue_scan)
         clock = {"clock": self.clock} if self.clock is not None else {}
@@ -334,7 +352,8 @@ class _Attesting:
         )
 
     def _now(self) -> datetime:
-        return self.clock() if self.clock is not None else datetime.now(UTC)
+        now = self.clock() if self.clock is not None else datetime.now(UTC)
+        return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
 
     def _recovery_cutoff(self, min_age_seconds: float) -> str:
         return format_time(self._now() - timedelta(seconds=min_age_seconds))
@@ -378,6 +397,12 @@ class _Attesting:
 
     def _default_namespaces(self, thread_id: str) -> Iterable[Sequence[str]]:
         return self.namespaces_for(str(thread_id)) if self.namespaces_for else ()
+
+
+def _residue_mode(value: Any) -> ResidueScan:
+    if value is True or value is False or value == "vacuum":
+        return value  # type: ignore[no-any-return]
+    raise ConfigurationError(f'residue_scan must be True, False or "vacuum", not {value!r}')
 
 
 def _log_residue(residue: list[dict[str, Any]]) -> None:
@@ -438,7 +463,7 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
-        residue_scan: bool = False,
+        residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
@@ -458,7 +483,7 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
-        residue_scan: bool = False,
+        residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
@@ -471,14 +496,23 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
             )  # fmt: skip
 
     def setup(self) -> None:
+        """The parent's ``setup``, then the tombstone and journal tables, the tombstone
+        triggers and ``secure_delete`` on this connection (skipped once set up)."""
         if self.is_setup:
             return
         super().setup()
-        ensure_tombstones(self.conn)
+        try:
+            ensure_tombstones(self.conn)
+        except BaseException:
+            self.is_setup = False  # retried next time, never silently without triggers
+            raise
 
     # -- normal operation: the parent's, with tombstone errors made explicit -----------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``get_tuple``, except that with ``refuse_erased_reads`` a
+        tombstoned thread raises ``ThreadErasedError`` instead of returning None (the
+        saver's own post-erasure API checks still read it and find nothing)."""
         if self.refuse_erased_reads and not _API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and self.is_erased(str(thread_id)):
@@ -492,6 +526,8 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """The parent's ``put``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``."""
         with _tombstone_errors(config):
             return super().put(config, checkpoint, metadata, new_versions)
 
@@ -502,6 +538,8 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """The parent's ``put_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``."""
         with _tombstone_errors(config):
             super().put_writes(config, writes, task_id, task_path)
 
@@ -540,7 +578,7 @@ class AttestingSqliteSaver(SqliteSaver, _Attesting):
         store_namespaces: Iterable[Sequence[str]] = (),
         tombstone: bool = True,
         allow_empty: bool = False,
-        residue_scan: bool | None = None,
+        residue_scan: ResidueScan | None = None,
     ) -> Receipt:
         """Erase every checkpoint row of the thread (all namespaces) and its store items.
 
@@ -740,7 +778,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
-        residue_scan: bool = False,
+        residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
     ) -> None:
         super().__init__(conn, serde=serde)
@@ -761,7 +799,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         archive: str | Path | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
-        residue_scan: bool = False,
+        residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
@@ -777,6 +815,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         return await self.conn._execute(fn, *args)  # type: ignore[no-untyped-call]
 
     async def setup(self) -> None:
+        """The parent's ``setup``, then (once per saver, on aiosqlite's thread) the
+        tombstone and journal tables, the tombstone triggers and ``secure_delete``."""
         await super().setup()
         if not self._tombstones_ready:
             async with self.lock:
@@ -799,6 +839,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
             raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``aget_tuple``, except that with ``refuse_erased_reads`` a
+        tombstoned thread raises ``ThreadErasedError`` instead of returning None."""
         if self.refuse_erased_reads and not _API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and await self.ais_erased(str(thread_id)):
@@ -812,6 +854,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        """The parent's ``aput``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
         async with self._atombstone_errors(config):
             return await super().aput(config, checkpoint, metadata, new_versions)
 
@@ -822,6 +866,8 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        """The parent's ``aput_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
         async with self._atombstone_errors(config):
             await super().aput_writes(config, writes, task_id, task_path)
 
@@ -860,7 +906,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _Attesting):
         store_namespaces: Iterable[Sequence[str]] = (),
         tombstone: bool = True,
         allow_empty: bool = False,
-        residue_scan: bool | None = None,
+        residue_scan: ResidueScan | None = None,
     ) -> Receipt:
         """Async :meth:`AttestingSqliteSaver.erase_thread`."""
         request = self._request(thread_id, store_namespaces, tombstone, allow_empty)

@@ -217,6 +217,8 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
 
 
 def is_tombstone_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the tombstone trigger's abort (an ``IntegrityError`` carrying
+    ``TOMBSTONE_MESSAGE``), not some other constraint failure."""
     return isinstance(exc, sqlite3.IntegrityError) and TOMBSTONE_MESSAGE in str(exc)
 
 
@@ -343,6 +345,8 @@ class SqlTablePart:
         )  # fmt: skip
 
     def measure(self, sink: LeafSink) -> TableCount:
+        """Hash every row of the scope into ``sink`` in primary-key order, recording the
+        checkpoint namespaces seen and feeding ``observer``; a missing table is empty."""
         desc = self._describe()
         count = TableCount()
         if desc is None:
@@ -375,10 +379,13 @@ class SqlTablePart:
             yield leaf(self._utf8(row, mask), mask)
 
     def erase(self, sink: LeafSink) -> TableCount:
+        """Measure only: the DELETE is deferred to :meth:`finish` (cascade order)."""
         self._measured = self.measure(sink).rows
         return TableCount(self._measured, self._last_bytes)
 
     def finish(self) -> None:
+        """DELETE the scope's rows; raises ``RuntimeError`` if the number deleted differs
+        from the number :meth:`erase` measured."""
         if self._describe() is None:
             return
         cur = self.conn.execute(f'DELETE FROM "{self.table}" WHERE {self.where}', list(self.params))
@@ -388,6 +395,7 @@ class SqlTablePart:
             )
 
     def remaining(self) -> int:
+        """Rows of the scope still in the table, by SQL (0 if the table does not exist)."""
         if self._describe() is None:
             return 0
         row = self.conn.execute(
@@ -412,9 +420,10 @@ class SqliteBackend:
         extra_parts: Sequence[Part] = (),
         extra_residue: Callable[[], list[dict[str, Any]]] | None = None,
         versions: dict[str, str],
-        residue_scan: bool = False,
+        residue_scan: bool | str = False,
     ) -> None:
         self.extra_residue = extra_residue
+        self.force_vacuum = residue_scan == "vacuum"
         self.needles: Needles | None = None
         self._erased = False
         self.conn = conn
@@ -444,19 +453,21 @@ class SqliteBackend:
             p for p in self._parts if not isinstance(p, SqlTablePart) or p.table in existing
         ]
         if residue_scan:
-            encoding = str(conn.execute("PRAGMA encoding").fetchone()[0]).replace("-", "")
             prefixes = [".".join(ns) for ns in store_rows_namespaces]
-            self.needles = Needles(encoding.lower(), exclude=[thread_id, *prefixes])
+            self.needles = Needles(enc, exclude=[thread_id, *prefixes])
             for p in self._parts:
                 assert isinstance(p, SqlTablePart)
                 p.observer = self.needles.add_row
         self._parts += list(extra_parts)
 
     def parts(self) -> Sequence[Part]:
+        """``checkpoints`` and ``writes`` (with ``store``/``store_vectors`` if the store
+        shares this database), existing tables only, then any extra (swept) parts."""
         return self._parts
 
     @property
     def checkpoint_namespaces(self) -> set[str]:
+        """Checkpoint namespaces seen while measuring: where the API checks look."""
         seen: set[str] = set()
         for p in self._parts:
             if isinstance(p, SqlTablePart):
@@ -465,6 +476,8 @@ class SqliteBackend:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` with ``secure_delete`` on; commit on success, roll back on
+        any error. Refuses a connection that is already inside a transaction."""
         conn = self.conn
         if conn.in_transaction:
             raise RuntimeError("the saver's connection has an open transaction; refusing")
@@ -483,6 +496,8 @@ class SqliteBackend:
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
+        """A read transaction, rolled back afterwards; a transaction already open on the
+        connection is used as it is (and left open)."""
         conn = self.conn
         own = not conn.in_transaction
         if own:
@@ -494,6 +509,8 @@ class SqliteBackend:
                 conn.rollback()
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """Tombstone the thread (the triggers then reject its writes); an existing
+        tombstone is kept."""
         self.conn.execute(
             # An existing tombstone keeps pointing at the erasure that removed the data.
             "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
@@ -502,6 +519,7 @@ class SqliteBackend:
         )
 
     def previous_erasure(self) -> str | None:
+        """Receipt id of the thread's tombstone, else of its newest journal entry."""
         row = (
             self.conn.execute(
                 "SELECT receipt_id FROM erasure_tombstones WHERE thread_id = ?", (self.thread_id,)
@@ -515,6 +533,8 @@ class SqliteBackend:
         return None if row is None else str(row[0])
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        """Insert the journal entry; it commits with the deletion, so a receipt can still
+        be issued after a crash."""
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (?, ?, ?, ?)",
@@ -522,12 +542,14 @@ class SqliteBackend:
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:
+        """After commit: ``secure_delete`` and WAL truncation (:func:`scrub`), the residue
+        scan or the note that it was skipped, then the swept store's residue."""
         out = scrub(self.conn)
         if self.needles is not None:
             # Needles exist only if this backend measured the rows it deleted; a receipt
             # issued by recovery scans conservatively instead.
             needles = self.needles if self._erased else None
-            out.append(residue_scan(self.conn, self.database, needles))
+            out.append(residue_scan(self.conn, self.database, needles, vacuum=self.force_vacuum))
         else:
             out.append(LIVE_PAGE_RESIDUE)
         if self.extra_residue is not None:

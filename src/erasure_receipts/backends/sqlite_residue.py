@@ -35,6 +35,7 @@ import os
 import sqlite3
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["WINDOW", "Needles", "dead_space", "residue_scan"]
@@ -45,43 +46,82 @@ STRIDE = 64
 """Distance between needles within one value (memory ~ erased bytes / STRIDE)."""
 MAX_NEEDLES = 4_000_000
 """Above this (about 256 MB of erased values) the scan becomes conservative."""
-MAX_SEARCH_BYTES = 64 << 20
-"""Non-zero dead bytes searched window by window; more than this -> conservative."""
+MAX_SEARCH_BYTES = 4 << 20
+"""Non-zero dead bytes searched window by window (a Python loop, ~10 MB/s); past this a
+VACUUM is cheaper than the search, so the scan becomes conservative."""
 
 
 class Needles:
-    """Windows of the erased rows' values, collected while they are measured."""
+    """Windows of the erased rows, collected while they are measured.
+
+    Two kinds per row: windows of each TEXT/BLOB value of at least ``WINDOW`` bytes, and
+    windows of the row's *record body* - its stored values back to back, as SQLite lays
+    them out in a cell - so rows made only of short values are searchable too. A row
+    whose body is shorter than ``WINDOW`` cannot be told apart from chance: it makes the
+    scan conservative (``blind_rows``).
+    """
 
     def __init__(self, encoding: str = "utf-8", exclude: Iterable[str] = ()) -> None:
         self._encoding = encoding
         # Scope identifiers (thread id, store prefixes) are kept on purpose by the
-        # tombstone and journal; they identify the scope, they are not its content.
+        # tombstone and journal; alone they identify the scope, they are not its content.
         self._exclude = {e.encode(encoding, "surrogatepass") for e in exclude}
         self.hashes: set[int] = set()
+        self.rows = 0
+        self.blind_rows = 0
         self.overflow = False
 
+    def _windows(self, data: bytes) -> None:
+        last = len(data) - WINDOW
+        for off in [*range(0, last, STRIDE), last]:
+            chunk = data[off : off + WINDOW]
+            if chunk.count(chunk[:1]) != WINDOW:  # not one repeated byte (e.g. zeros)
+                self.hashes.add(hash(chunk))
+
     def add_row(self, row: Sequence[Any]) -> None:
+        """Collect the windows of one measured row (values as stored: TEXT as bytes in
+        the database's encoding, BLOB, int, float, None)."""
+        self.rows += 1
+        if self.overflow:
+            return
+        body = bytearray()
         for value in row:
-            if isinstance(value, str):
-                data = value.encode(self._encoding, "surrogatepass")
-            elif isinstance(value, bytes | bytearray | memoryview):
-                data = bytes(value)
-            else:
-                continue  # numbers and NULL: too short to be told apart from chance
-            if len(data) < WINDOW or data in self._exclude:
-                continue
-            last = len(data) - WINDOW
-            for off in [*range(0, last, STRIDE), last]:
-                chunk = data[off : off + WINDOW]
-                if chunk.count(chunk[:1]) != WINDOW:  # not one repeated byte (e.g. zeros)
-                    self.hashes.add(hash(chunk))
+            data = _stored(value, self._encoding)
+            body += data
+            if len(data) >= WINDOW and data not in self._exclude:
+                self._windows(data)
+        if len(body) >= WINDOW:
+            self._windows(bytes(body))
+        else:
+            self.blind_rows += 1
         if len(self.hashes) > MAX_NEEDLES:
             self.overflow = True
             self.hashes.clear()
 
     @property
     def usable(self) -> bool:
-        return not self.overflow
+        """Whether a search for these windows can prove the absence of every erased row:
+        not over ``MAX_NEEDLES``, and no row too short to be searched for."""
+        return not self.overflow and not self.blind_rows
+
+
+def _stored(value: Any, encoding: str) -> bytes:
+    """A value's bytes in an SQLite record body (sqlite.org/fileformat2.html#record)."""
+    if value is None:
+        return b""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode(encoding, "surrogatepass")
+    if isinstance(value, float):
+        return struct.pack(">d", value)
+    if isinstance(value, int):
+        if value in (0, 1):
+            return b""  # serial types 8 and 9 carry no body bytes
+        for n in (1, 2, 3, 4, 6, 8):
+            if -(1 << (8 * n - 1)) <= value < 1 << (8 * n - 1):
+                return value.to_bytes(n, "big", signed=True)
+    return b""
 
 
 _U16 = struct.Struct(">H").unpack_from
@@ -234,6 +274,12 @@ class _Tally:
 
 
 def _scan_files(conn: sqlite3.Connection, path: str, needles: Needles | None) -> _Tally:
+    """Search the settled file's dead space, the ``-shm`` and ``-journal`` files.
+
+    Runs inside :func:`_settled`'s read transaction: the file cannot change meanwhile.
+    The ``-wal`` was empty when that transaction began, so whatever it holds now was
+    committed later by other connections (not residue of this erasure).
+    """
     tally = _Tally(needles)
     roots = [int(r[0]) for r in conn.execute("SELECT rootpage FROM sqlite_master")
              if r[0]]  # fmt: skip
@@ -244,7 +290,7 @@ def _scan_files(conn: sqlite3.Connection, path: str, needles: Needles | None) ->
                 tally.bytes_scanned += size
                 for a, b in dead_space(mm, roots):
                     tally.search(mm[a:b])
-    for suffix in ("-wal", "-shm", "-journal"):
+    for suffix in ("-shm", "-journal"):
         for seg in _file_chunks(path + suffix):
             tally.bytes_scanned += len(seg)
             tally.search(seg)
@@ -264,24 +310,83 @@ def _file_chunks(path: str, chunk: int = 1 << 22) -> Iterator[bytes]:
             prev = data[-(WINDOW - 1) :]
 
 
-def _checkpoint(conn: sqlite3.Connection) -> None:
-    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+SETTLE_WAIT_MS = 1000
+"""Longest wait for readers of older snapshots, per checkpoint attempt."""
 
 
-def residue_scan(conn: sqlite3.Connection, path: str, needles: Needles | None) -> dict[str, Any]:
-    """Scan, ``VACUUM`` if a copy is found, scan again; one residue entry. Never raises."""
+def _checkpoint(conn: sqlite3.Connection) -> int:
+    """``wal_checkpoint(TRUNCATE)`` waiting at most ``SETTLE_WAIT_MS``; returns busy."""
+    timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    conn.execute(f"PRAGMA busy_timeout = {min(timeout, SETTLE_WAIT_MS)}")
+    try:
+        return int(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {timeout}")
+
+
+class _Unsettled(Exception):
+    """The database file could not be made to hold the current state."""
+
+
+@contextmanager
+def _settled(conn: sqlite3.Connection, path: str) -> Iterator[None]:
+    """Hold a read transaction in which the database *file* is the current state.
+
+    WAL mode: checkpoint with TRUNCATE until it completes and the ``-wal`` is empty, then
+    read. A reader that began on an empty WAL reads the file only, and SQLite lets no
+    checkpoint write into the file while such a reader exists, so the file stays as
+    scanned. Rollback-journal modes: the read transaction's SHARED lock keeps writers
+    from committing. If a reader of an older snapshot keeps the WAL from being emptied,
+    the file is not the current state and nothing can be claimed about it.
+    """
+    wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+    for _ in range(2):
+        busy = _checkpoint(conn) if wal else 0
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            pending = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0
+            if not wal or (busy == 0 and pending == 0):
+                yield
+                return
+        finally:
+            conn.rollback()
+    raise _Unsettled(
+        "the WAL could not be checkpointed completely (a reader holds an older snapshot): "
+        "the database file is not the current state and the -wal still holds its pages"
+    )
+
+
+def residue_scan(
+    conn: sqlite3.Connection, path: str, needles: Needles | None, *, vacuum: bool = False
+) -> dict[str, Any]:
+    """Scan, ``VACUUM`` if a copy is found (or always, with ``vacuum``), scan again.
+
+    Returns one residue entry and never raises: failures are reported in it.
+    """
+    usable = needles is not None and needles.usable
     detail: dict[str, Any] = {
-        "scope": "database free space and freelist, -wal, -shm and -journal files",
-        "mode": "needles" if needles is not None and needles.usable else "conservative",
+        "scope": "database free space and freelist, -shm and -journal files, "
+        "with the WAL checkpointed and empty",
+        "mode": "vacuum" if vacuum else "needles" if usable else "conservative",
         "window_bytes": WINDOW,
-        "needles": len(needles.hashes) if needles is not None else 0,
+        "needles": len(needles.hashes) if needles is not None and usable else 0,
     }
+    if needles is not None and not usable:
+        detail["reason"] = (
+            f"{needles.blind_rows} erased row(s) too short to search for"
+            if needles.blind_rows
+            else "more erased data than the scan holds in memory"
+        )
     if path == ":memory:" or not os.path.exists(path):
         detail["reason"] = "in-memory database: no files to scan"
         return {"action": "residue_scan", "status": "not_applicable", "detail": detail}
+    vacuumed = False
     try:
-        before = _scan_files(conn, path, needles)
+        if conn.in_transaction:  # pragma: no cover - the engine committed
+            conn.commit()
+        with _settled(conn, path):
+            before = _scan_files(conn, path, needles)
         detail.update(
             bytes_scanned=before.bytes_scanned,
             dead_bytes=before.dead_bytes,
@@ -289,27 +394,23 @@ def residue_scan(conn: sqlite3.Connection, path: str, needles: Needles | None) -
             copies_before=before.copies if before.counted else None,
         )
         after = before
-        vacuumed = False
-        if not before.counted or before.copies:
-            if conn.in_transaction:  # pragma: no cover - the engine committed
-                conn.commit()
+        if vacuum or not before.counted or before.copies:
             conn.execute("VACUUM")
-            _checkpoint(conn)
             vacuumed = True
-            after = _scan_files(conn, path, needles)
-        wal = os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0
+            with _settled(conn, path):
+                after = _scan_files(conn, path, needles)
         detail.update(
             vacuum=vacuumed,
             copies_after=after.copies if after.counted else None,
-            wal_bytes_after=wal,
+            nonzero_dead_bytes_after=after.nonzero,
         )
-    except (OSError, ValueError, sqlite3.Error) as exc:
-        detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    except _Unsettled as exc:
+        detail.update(vacuum=vacuumed, reason=str(exc))
+        return {"action": "residue_scan", "status": "partial", "detail": detail}
+    except Exception as exc:  # never let the scan break an erasure that committed
+        detail.update(vacuum=vacuumed, error=f"{type(exc).__name__}: {exc}"[:200])
         return {"action": "residue_scan", "status": "failed", "detail": detail}
-    if after.counted:
-        clean = after.copies == 0
-    else:  # conservative: the VACUUM rebuilt every page from live rows, if it all landed
-        clean = vacuumed and wal == 0
-        if not clean:
-            detail["reason"] = "VACUUM could not be completed into the database file"
+    # Without a count, the VACUUM (completed into the settled file) rebuilt every page
+    # from live rows only, so no erased row can remain.
+    clean = after.copies == 0 if after.counted else vacuumed
     return {"action": "residue_scan", "status": "applied" if clean else "partial", "detail": detail}

@@ -47,10 +47,12 @@ ColumnValue = None | int | float | str | bytes | bytearray | memoryview
 
 
 def leaf_hash(data: bytes) -> bytes:
+    """RFC 9162 leaf hash: ``SHA-256(0x00 || data)``."""
     return hashlib.sha256(b"\x00" + data).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 interior node hash: ``SHA-256(0x01 || left || right)``."""
     return hashlib.sha256(b"\x01" + left + right).digest()
 
 
@@ -211,6 +213,7 @@ class MerkleTree:
 
     @property
     def size(self) -> int:
+        """Leaves appended so far (the receipt's ``leaves`` count)."""
         return self._size
 
     def append(self, data: bytes) -> bytes:
@@ -230,6 +233,7 @@ class MerkleTree:
         self._size += 1
 
     def root(self) -> bytes:
+        """Root of the leaves so far (``EMPTY_ROOT`` if none); appending may continue."""
         if not self._stack:
             return EMPTY_ROOT
         # Fold right to left: the ragged right edge of an RFC 9162 tree.
@@ -240,6 +244,7 @@ class MerkleTree:
 
 
 def merkle_root(leaf_hashes: Iterable[bytes]) -> bytes:
+    """Root of the tree over already computed leaf hashes, in order (``EMPTY_ROOT`` if none)."""
     tree = MerkleTree()
     for h in leaf_hashes:
         tree.append_hash(h)

@@ -65,6 +65,9 @@ class InclusionProofError(VerificationError):
 
 @dataclass(frozen=True)
 class DecodedLeaf:
+    """Leaf data parsed back: table, primary key and ``(column, value)`` pairs, each value
+    as its ``StoredValue`` ``(tag, payload)``, so the storage class stays visible."""
+
     table: str
     primary_key: tuple[StoredValue, ...]
     columns: tuple[tuple[str, StoredValue], ...]
@@ -175,20 +178,26 @@ class LeafRecord:
 
     @property
     def leaf_hash(self) -> bytes:
+        """RFC 9162 hash of ``leaf``: where the audit path starts."""
         return leaf_hash(self.leaf)
 
     @property
     def table(self) -> str:
+        """The row's table, read from the leaf data (not a separately stored claim)."""
         return primary_key_of(self.leaf)[0]
 
     @property
     def primary_key(self) -> tuple[Any, ...]:
+        """The row's primary key as Python values (TEXT as ``str``), read from the leaf."""
         return primary_key_of(self.leaf)[1]
 
     def decoded(self) -> DecodedLeaf:
+        """The whole leaf data, parsed strictly (``ValueError`` if malformed)."""
         return decode_leaf(self.leaf)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``ROW.json`` object; ``table`` and ``primary_key`` are derived from the
+        leaf data, so they cannot disagree with it."""
         head = _decode(self.leaf, head_only=True)
         return {
             "record_type": RECORD_TYPE,
@@ -219,6 +228,9 @@ class LeafRecord:
 
     @classmethod
     def from_dict(cls, doc: Any) -> LeafRecord:
+        """Check a parsed ``ROW.json`` object strictly and build the record; raises
+        ``InclusionProofError`` (``malformed_record``). Inclusion is not checked here:
+        :func:`verify_leaf_record` does that against a verified receipt."""
         expected = {"record_type", "merkle", "thread_id", "tree_size", "root", "index", "table",
                     "primary_key", "leaf", "audit_path"}  # fmt: skip
         if not isinstance(doc, dict) or set(doc) != expected:

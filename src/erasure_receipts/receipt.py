@@ -365,6 +365,8 @@ class Signature:
         return f"Signature(keyid={str(self.keyid)[:16]}...)"
 
     def to_json(self) -> dict[str, str]:
+        """The JSON member; ``keyid`` is left out when empty (a DSSE signature without
+        a key id hint)."""
         if not self.keyid:
             return {"sig": b64encode(self.sig)}
         return {"keyid": self.keyid, "sig": b64encode(self.sig)}
@@ -509,32 +511,44 @@ class Receipt:
     # convenience accessors for the fields people look at first
     @property
     def predicate(self) -> dict[str, Any]:
+        """The statement's ``predicate`` (unverified, like every accessor here)."""
         p: dict[str, Any] = self.statement["predicate"]
         return p
 
     @property
     def receipt_id(self) -> str:
+        """The erasure's UUID, ``predicate.receipt_id`` (unverified)."""
         return str(self.predicate["receipt_id"])
 
     @property
     def thread_id(self) -> str:
+        """The erased thread, ``predicate.scope.thread_id`` (unverified)."""
         return str(self.predicate["scope"]["thread_id"])
 
     @property
     def status(self) -> str:
+        """``predicate.status``; "erased" is the only status v1 defines (unverified)."""
         return str(self.predicate["status"])
 
     @property
     def pre_digest(self) -> str:
+        """Hex RFC 9162 root of the rows before deletion, ``predicate.pre_state.digest``
+        (unverified)."""
         return str(self.predicate["pre_state"]["digest"]["sha256"])
 
     def signed_bytes(self) -> bytes:
+        """The DSSE pre-authentication encoding of ``payload``: what signatures cover."""
         return pae(DSSE_PAYLOAD_TYPE, self.payload)
 
     @classmethod
     def sign(
         cls, statement: Mapping[str, Any], signer: Signer, *, embed_key: bool = True
     ) -> Receipt:
+        """Schema-check ``statement``, sign its RFC 8785 form over DSSE, return the receipt.
+
+        ``embed_key`` writes the public key into the file as a convenience; verifiers
+        never trust an embedded key by itself.
+        """
         st = validate_statement(json.loads(json.dumps(statement)))
         payload = canonicalize(st)
         sig = Signature(signer.key_id, signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))
@@ -562,6 +576,7 @@ class Receipt:
         return doc
 
     def to_json(self) -> bytes:
+        """The receipt file: :meth:`to_dict` as indented UTF-8 JSON plus a final newline."""
         return (json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
     def to_dsse(self) -> dict[str, Any]:
@@ -588,6 +603,8 @@ class Receipt:
 
     @classmethod
     def from_obj(cls, doc: Any) -> Receipt:
+        """:meth:`from_json` for an already parsed document (receipt file or DSSE
+        envelope); signatures not checked. Raises ``MalformedReceiptError``."""
         if type(doc) is not dict:
             raise _fail("document", "must be an object")
         if "payloadType" in doc:

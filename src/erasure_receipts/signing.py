@@ -45,6 +45,7 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 
 def key_id(raw_public_key: bytes) -> str:
+    """The key id of a raw 32-byte public key: lowercase hex SHA-256 of those bytes."""
     digest: str = sha256(raw_public_key).hexdigest()
     return digest
 
@@ -72,6 +73,7 @@ def b64decode(text: str | bytes) -> bytes:
 
 
 def b64encode(data: bytes) -> str:
+    """Standard padded base64, no newline: the one spelling :func:`b64decode` accepts."""
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
@@ -129,6 +131,8 @@ class PublicKey:
 
     @classmethod
     def from_raw(cls, raw: bytes) -> PublicKey:
+        """A key from its raw 32 bytes; whether they are a valid Ed25519 key is only
+        checked when :attr:`key` is first used (``verify`` then returns False)."""
         if not isinstance(raw, bytes | bytearray | memoryview):
             raise TypeError(f"a raw public key is bytes, not {type(raw).__name__}")
         if len(raw) != 32:
@@ -139,6 +143,8 @@ class PublicKey:
 
     @classmethod
     def from_base64(cls, text: str) -> PublicKey:
+        """A key from strict, canonical base64 of its raw bytes (the trust file's
+        ``ed25519``); ``KeyFormatError`` otherwise."""
         if not isinstance(text, str | bytes):
             raise TypeError(f"a base64 public key is str, not {type(text).__name__}")
         try:
@@ -167,6 +173,8 @@ class PublicKey:
 
     @property
     def key(self) -> Ed25519PublicKey:
+        """The ``cryptography`` key object, built on first use; ``KeyFormatError`` if
+        the raw bytes are rejected as an Ed25519 key."""
         if self._key is None:
             try:
                 self._key = Ed25519PublicKey.from_public_bytes(self.raw)
@@ -175,14 +183,20 @@ class PublicKey:
         return self._key
 
     def pem(self) -> bytes:
+        """SubjectPublicKeyInfo PEM (what :meth:`from_pem` and ``--key`` read)."""
         s = _serialization()
         data: bytes = self.key.public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo)
         return data
 
     def b64(self) -> str:
+        """Base64 of the raw key (``ed25519`` in trust files and receipts)."""
         return b64encode(self.raw)
 
     def verify(self, signature: bytes, message: bytes) -> bool:
+        """Whether ``signature`` is this key's Ed25519 signature of ``message``.
+
+        Never raises for a bad signature or a key that is not a valid Ed25519 key.
+        """
         try:
             self.key.verify(signature, message)
         except (InvalidSignature, KeyFormatError):
@@ -210,6 +224,7 @@ class Signer:
 
     @classmethod
     def generate(cls) -> Signer:
+        """A new random key (save it with :meth:`private_pem`, or it is lost on exit)."""
         return cls(Ed25519PrivateKey.generate())
 
     @classmethod
@@ -237,18 +252,23 @@ class Signer:
 
     @property
     def key_id(self) -> str:
+        """The public key's id (what receipts name in ``keyid``)."""
         return self.public_key.key_id
 
     def private_pem(self, password: bytes | None = None) -> bytes:
+        """PKCS#8 PEM of the private key, encrypted if ``password`` is non-empty. Secret."""
         s = _serialization()
         enc = s.BestAvailableEncryption(password) if password else s.NoEncryption()
         data: bytes = self._key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, enc)
         return data
 
     def public_pem(self) -> bytes:
+        """SubjectPublicKeyInfo PEM of the public key: what auditors pass as ``--key``."""
         return self.public_key.pem()
 
     def sign(self, message: bytes) -> bytes:
+        """Raw Ed25519 signature of ``message``; deterministic (same key and message, same
+        bytes), which is what makes receipt recovery idempotent."""
         return self._key.sign(message)
 
     def __repr__(self) -> str:

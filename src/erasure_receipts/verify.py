@@ -119,6 +119,7 @@ def _strerror(exc: Exception) -> str:
 
 
 def check_size(data: bytes) -> bytes:
+    """``data`` unchanged, or ``MalformedReceiptError`` "too_large" if over ``MAX_INPUT_BYTES``."""
     if len(data) > MAX_INPUT_BYTES:
         raise MalformedReceiptError(
             f"input is over the {MAX_INPUT_BYTES}-byte limit", reason="too_large"
@@ -215,6 +216,8 @@ class TrustStore:
             yield from keys
 
     def get(self, keyid: str) -> list[TrustedKey]:
+        """Every trusted entry with this key id (one key may have several validity
+        windows); empty if the key is not trusted."""
         return self._by_id.get(keyid, [])
 
     @classmethod

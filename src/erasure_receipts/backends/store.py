@@ -90,6 +90,9 @@ def _all_items(store: BaseStore, ns: tuple[str, ...]) -> Iterator[Any]:
 
 @dataclass
 class StoreSweepPart:
+    """Store items under namespace prefixes, measured and deleted through the
+    ``BaseStore`` API (method "sweep": its deletions are not undone by a rollback)."""
+
     store: BaseStore
     namespaces: Sequence[tuple[str, ...]]
     table: str = "store"
@@ -112,6 +115,7 @@ class StoreSweepPart:
         return count
 
     def measure(self, sink: LeafSink) -> TableCount:
+        """Hash every item under the prefixes in ``(prefix, key)`` order; deletes nothing."""
         self._seen.clear()  # a measure after a failed erase must not count stale items
         for ns in self.namespaces:
             for item in _all_items(self.store, ns):
@@ -130,6 +134,9 @@ class StoreSweepPart:
             yield found[key]
 
     def erase(self, sink: LeafSink) -> TableCount:
+        """Delete the first page until ``search`` returns nothing, hashing every item
+        deleted (items added meanwhile too); raises if deletes do not take effect or the
+        sweep does not converge within ``max_rounds`` pages per namespace."""
         self._seen.clear()
         for ns in self.namespaces:
             for _ in range(self.max_rounds):
@@ -157,4 +164,5 @@ class StoreSweepPart:
         """Nothing deferred: the sweep deletes as it goes."""
 
     def remaining(self) -> int:
+        """Items ``search`` still returns under the prefixes (paged to the end)."""
         return count_items(self.store, self.namespaces)

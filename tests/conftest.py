@@ -43,3 +43,7 @@ def every_signed_receipt_matches_the_schema(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(Receipt, "sign", classmethod(checked))
     yield
+
+
+# PostgreSQL server fixtures (pg_dsn: session-wide server, pg_db: a fresh database).
+from pg_server import pg_db, pg_dsn  # noqa: E402, F401

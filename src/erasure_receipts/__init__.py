@@ -25,20 +25,29 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
     from .errors import (
+        ConfigurationError,
         ErasureError,
         ErasureIncompleteError,
         Error,
         InputError,
         KeyFormatError,
         MalformedReceiptError,
+        NotALangGraphDatabaseError,
+        NothingToEraseError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
         UntrustedKeyError,
         VerificationError,
     )
+    from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from .receipt import Receipt
-    from .savers import AsyncAttestingSqliteSaver, AttestingSqliteSaver
+    from .savers import (
+        AsyncAttestingSqliteSaver,
+        AttestingSqliteSaver,
+        PendingErasure,
+        ThreadDigest,
+    )
     from .signing import PublicKey, Signer
     from .verify import TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
 
@@ -48,6 +57,11 @@ _LAZY = {
     "inclusion_proof": "digest",
     "verify_inclusion": "digest",
     "Error": "errors",
+    "ConfigurationError": "errors",
+    "NotALangGraphDatabaseError": "errors",
+    "NothingToEraseError": "errors",
+    "PendingErasure": "savers",
+    "ThreadDigest": "savers",
     "ErasureError": "errors",
     "ErasureIncompleteError": "errors",
     "InputError": "errors",
@@ -61,6 +75,8 @@ _LAZY = {
     "Receipt": "receipt",
     "AttestingSqliteSaver": "savers",
     "AsyncAttestingSqliteSaver": "savers",
+    "AttestingPostgresSaver": "postgres",
+    "AsyncAttestingPostgresSaver": "postgres",
     "PublicKey": "signing",
     "Signer": "signing",
     "TrustStore": "verify",
@@ -70,8 +86,11 @@ _LAZY = {
 }
 
 __all__ = [
+    "AsyncAttestingPostgresSaver",
     "AsyncAttestingSqliteSaver",
+    "AttestingPostgresSaver",
     "AttestingSqliteSaver",
+    "ConfigurationError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
@@ -79,11 +98,15 @@ __all__ = [
     "KeyFormatError",
     "MalformedReceiptError",
     "MerkleTree",
+    "NotALangGraphDatabaseError",
+    "NothingToEraseError",
+    "PendingErasure",
     "PublicKey",
     "Receipt",
     "ReceiptSemanticsError",
     "SignatureError",
     "Signer",
+    "ThreadDigest",
     "ThreadErasedError",
     "TrustStore",
     "TrustedKey",

@@ -1,0 +1,781 @@
+"""PostgreSQL: enumerate, lock, delete and report residue of one thread's rows.
+
+Everything here talks to the database through a :class:`Session`: a synchronous
+``psycopg.Connection`` (:class:`SyncSession`), or an ``AsyncConnection`` driven from a
+worker thread (:class:`AsyncBridgeSession`, each call is run on the connection's event
+loop). The engine is synchronous, so the async saver runs exactly this code on a worker
+thread: there is one implementation of the rows, locking, journal and residue.
+
+Concurrency. Writes of a thread and its erasure are serialised by a transaction-scoped
+advisory lock ``(ADVISORY_CLASS, hashtext(thread_id))``: ``BEFORE INSERT`` triggers on
+``checkpoints``, ``checkpoint_blobs`` and ``checkpoint_writes`` take it *shared* (so
+writers of a thread never block each other) and then refuse rows of a tombstoned
+thread; the erasure takes it *exclusively* before its first read, under READ
+COMMITTED. A write that got the lock first commits before the erasure measures (it is
+measured and deleted); a write that asks later waits for the erasure's commit and then
+sees the tombstone (``ThreadErasedError``). No row can be inserted between measurement
+and delete, and the trigger holds for every connection and process, including plain
+``PostgresSaver`` workers.
+
+Leaves. Every column is read with an explicit cast so the hashed value does not depend
+on client settings (``DateStyle``, ``TimeZone``, binary/text protocol); see
+:data:`LEAF_EXPRESSIONS` and RECEIPT_SPEC.md, "PostgreSQL leaves". Rows are ordered by
+primary key with ``COLLATE "C"`` (code-point order, the same as SQLite's ``BINARY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import pq
+from psycopg.rows import tuple_row
+
+from ..digest import RowLeafHasher
+from ..engine import LeafSink, Part, TableCount
+
+__all__ = [
+    "ADVISORY_CLASS",
+    "CHECKPOINT_TABLES",
+    "RETRYABLE",
+    "TOMBSTONE_MESSAGE",
+    "AsyncBridgeSession",
+    "PgTablePart",
+    "PostgresBackend",
+    "Session",
+    "SyncSession",
+    "database_label",
+    "ensure_schema",
+    "is_erased",
+    "is_tombstone_error",
+    "journal_receipts",
+    "leaf_expression",
+    "mark_issued",
+    "namespace_condition",
+    "pending_journal",
+    "record_statement",
+    "reopen",
+    "server_identity",
+]
+
+TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
+ADVISORY_CLASS = 1162039635
+"""First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
+``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
+SCHEMA_VERSION = "erasure_receipts schema 1"
+"""Stored as the trigger function's comment: ``setup()`` re-installs when it differs."""
+CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+FETCH_ROWS = 500
+"""Rows per ``FETCH`` from the server-side cursor: memory stays bounded by this page."""
+RETRYABLE: tuple[type[Exception], ...] = (
+    pg_errors.SerializationFailure,
+    pg_errors.DeadlockDetected,
+    pg_errors.LockNotAvailable,
+)
+"""Failures after which the whole erasure is retried (everything was rolled back)."""
+
+SCHEMA_SQL: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS erasure_tombstones (
+    thread_id text PRIMARY KEY,
+    receipt_id text NOT NULL,
+    erased_at text NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS erasure_journal (
+    receipt_id text PRIMARY KEY,
+    thread_id text NOT NULL,
+    issued_at text NOT NULL,
+    entry text NOT NULL,
+    statement text,
+    receipt_sha256 text,
+    receipt text
+)""",
+    """CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (issued_at)
+    WHERE receipt_sha256 IS NULL""",
+    "CREATE INDEX IF NOT EXISTS erasure_journal_thread ON erasure_journal (thread_id)",
+    f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_erased() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared({ADVISORY_CLASS}, hashtext(NEW.thread_id));
+    IF EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id) THEN
+        RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
+            USING ERRCODE = 'P0001',
+                  DETAIL = 'thread_id ' || NEW.thread_id,
+                  HINT = 'reopen_thread() allows the thread id to be written again';
+    END IF;
+    RETURN NEW;
+END
+$fn$""",
+    f"COMMENT ON FUNCTION erasure_receipts_refuse_erased() IS '{SCHEMA_VERSION}'",
+    f"""DO $do$
+DECLARE t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY{list(CHECKPOINT_TABLES)!r} LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                       WHERE tgrelid = to_regclass(t) AND tgname = 'erasure_tombstone') THEN
+            EXECUTE format('CREATE TRIGGER erasure_tombstone BEFORE INSERT OR UPDATE OF '
+                           'thread_id ON %I FOR EACH ROW '
+                           'EXECUTE FUNCTION erasure_receipts_refuse_erased()', t);
+        END IF;
+    END LOOP;
+END
+$do$""",
+)
+
+T = TypeVar("T")
+
+
+# -- sessions: one interface over sync and async connections --------------------------
+
+
+class Session(Protocol):
+    """The database operations the backend needs, whatever drives the connection."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns its row count."""
+        ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction: committed on success, rolled back on any error."""
+        ...
+
+    def outside_transaction(self, sql: str) -> None:
+        """Run a statement that cannot run in a transaction block (``VACUUM``)."""
+        ...
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo: ...
+
+    @property
+    def in_pipeline(self) -> bool: ...
+
+
+class SyncSession:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo:
+        return self.conn.info
+
+    @property
+    def in_pipeline(self) -> bool:
+        return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            cur.execute(sql, params or None)
+            return cur.rowcount
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            cur.execute(sql, params or None)
+            return cur.fetchall()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def outside_transaction(self, sql: str) -> None:
+        conn = self.conn
+        was = conn.autocommit
+        if not was:
+            conn.autocommit = True
+        try:
+            conn.execute(sql)
+        finally:
+            if not was:
+                conn.autocommit = False
+
+
+class AsyncBridgeSession:
+    """Drive an ``AsyncConnection`` from a worker thread: every call runs on ``loop``.
+
+    The async saver holds its connection (and lock) on the event loop and runs the
+    synchronous engine in ``asyncio.to_thread``; the event loop stays free to serve
+    these calls.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop):
+        self.conn = conn
+        self.loop = loop
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo:
+        return self.conn.info
+
+    @property
+    def in_pipeline(self) -> bool:
+        return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        async def run() -> int:
+            async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                await cur.execute(sql, params or None)
+                return cur.rowcount
+
+        return self._call(run())
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        async def run() -> list[tuple[Any, ...]]:
+            async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                await cur.execute(sql, params or None)
+                return await cur.fetchall()
+
+        return self._call(run())
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        tx = self.conn.transaction()
+        self._call(tx.__aenter__())
+        try:
+            yield
+        except BaseException as exc:
+            self._call(tx.__aexit__(type(exc), exc, exc.__traceback__))
+            raise
+        self._call(tx.__aexit__(None, None, None))
+
+    def outside_transaction(self, sql: str) -> None:
+        async def run() -> None:
+            was = self.conn.autocommit
+            if not was:
+                await self.conn.set_autocommit(True)
+            try:
+                await self.conn.execute(sql)
+            finally:
+                if not was:
+                    await self.conn.set_autocommit(False)
+
+        self._call(run())
+
+
+def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iterator[Any]:
+    """Rows of ``sql`` through a server-side cursor (``DECLARE``/``FETCH``), page by page.
+
+    Plain SQL rather than psycopg's named cursors, so it works the same on sync, async
+    and pipeline-mode connections. Must run inside a transaction.
+    """
+    session.execute(f"DECLARE {name} NO SCROLL CURSOR FOR {sql}", params)
+    try:
+        while True:
+            rows = session.query(f"FETCH FORWARD {FETCH_ROWS} FROM {name}")
+            yield from rows
+            if len(rows) < FETCH_ROWS:
+                return
+    finally:
+        session.execute(f"CLOSE {name}")
+
+
+# -- schema, tombstones, journal --------------------------------------------------------
+
+
+def ensure_schema(session: Session) -> None:
+    """Create tombstone and journal tables, the trigger function and the triggers.
+
+    Idempotent and safe to run from several workers at once (serialised by an advisory
+    lock); existing triggers are left alone, so no table lock is taken after the first
+    run.
+    """
+    if schema_installed(session):
+        return  # workers without CREATE/owner privileges can call setup() too
+    with session.transaction():
+        session.execute("SELECT pg_advisory_xact_lock(%s, 0)", (ADVISORY_CLASS,))
+        for statement in SCHEMA_SQL:
+            session.execute(statement)
+
+
+def schema_installed(session: Session) -> bool:
+    """Whether this version's tables, trigger function and three triggers exist."""
+    rows = session.query(
+        "SELECT to_regclass('erasure_tombstones') IS NOT NULL "
+        "   AND to_regclass('erasure_journal') IS NOT NULL "
+        "   AND coalesce(obj_description(to_regprocedure('erasure_receipts_refuse_erased()'),"
+        "                                'pg_proc') = %s, false) "
+        "   AND (SELECT count(*) FROM pg_trigger WHERE tgname = 'erasure_tombstone' "
+        "        AND tgrelid IN (to_regclass('checkpoints'), to_regclass('checkpoint_blobs'), "
+        "                        to_regclass('checkpoint_writes'))) = 3",
+        (SCHEMA_VERSION,),
+    )
+    return bool(rows and rows[0][0])
+
+
+def is_tombstone_error(exc: BaseException) -> bool:
+    return isinstance(exc, pg_errors.RaiseException) and TOMBSTONE_MESSAGE in str(exc)
+
+
+def record_statement(session: Session, receipt_id: str, statement: str) -> str:
+    """Journal the statement about to be signed, first writer wins; returns the winner."""
+    with session.transaction():
+        session.execute(
+            "UPDATE erasure_journal SET statement = %s WHERE receipt_id = %s AND statement IS NULL",
+            (statement, receipt_id),
+        )
+        rows = session.query(
+            "SELECT statement FROM erasure_journal WHERE receipt_id = %s", (receipt_id,)
+        )
+    if not rows or rows[0][0] is None:
+        raise RuntimeError(f"erasure journal entry {receipt_id} is missing")
+    return str(rows[0][0])
+
+
+def mark_issued(session: Session, receipt_id: str, receipt_json: bytes) -> None:
+    """Close a journal entry with its signed receipt (first writer wins)."""
+    with session.transaction():
+        session.execute(
+            "UPDATE erasure_journal SET receipt_sha256 = %s, receipt = %s "
+            "WHERE receipt_id = %s AND receipt_sha256 IS NULL",
+            (hashlib.sha256(receipt_json).hexdigest(), receipt_json.decode("utf-8"), receipt_id),
+        )
+
+
+def journal_receipts(session: Session, thread_id: str | None = None) -> list[bytes]:
+    where, params = ("AND thread_id = %s", (thread_id,)) if thread_id is not None else ("", ())
+    rows = session.query(
+        f"SELECT receipt FROM erasure_journal WHERE receipt IS NOT NULL {where} "
+        'ORDER BY issued_at COLLATE "C", receipt_id COLLATE "C"',
+        params,
+    )
+    return [str(r[0]).encode("utf-8") for r in rows]
+
+
+def pending_journal(
+    session: Session, older_than: str | None = None
+) -> list[tuple[str, str, str, str | None]]:
+    """``(receipt_id, issued_at, entry, statement)`` of erasures without a receipt."""
+    cutoff, params = ('AND issued_at COLLATE "C" < %s', (older_than,)) if older_than else ("", ())
+    rows = session.query(
+        "SELECT receipt_id, issued_at, entry, statement FROM erasure_journal "
+        f'WHERE receipt_sha256 IS NULL {cutoff} ORDER BY issued_at COLLATE "C", receipt_id',
+        params,
+    )
+    return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+
+
+def reopen(session: Session, thread_id: str) -> bool:
+    with session.transaction():
+        rows = session.query(
+            "WITH d AS (DELETE FROM erasure_tombstones WHERE thread_id = %s RETURNING 1) "
+            "SELECT count(*) FROM d",
+            (thread_id,),
+        )
+    return int(rows[0][0]) > 0
+
+
+def is_erased(session: Session, thread_id: str) -> bool:
+    rows = session.query("SELECT 1 FROM erasure_tombstones WHERE thread_id = %s", (thread_id,))
+    return bool(rows)
+
+
+def database_label(info: psycopg.ConnectionInfo) -> str:
+    """``postgresql://host:port/dbname`` (no user, no password) for the receipt; a Unix
+    socket directory is given as ``postgresql:///dbname?host=DIR&port=PORT``."""
+    host = info.host or "localhost"
+    if host.startswith("/"):
+        return f"postgresql:///{info.dbname}?host={host}&port={info.port}"[:4096]
+    return f"postgresql://{host}:{info.port}/{info.dbname}"[:4096]
+
+
+def server_identity(session: Session) -> tuple[Any, ...]:
+    """What identifies one database of one running server, as seen by a connection."""
+    return tuple(
+        session.query(
+            "SELECT current_database(), inet_server_port(), "
+            "pg_postmaster_start_time()::text, current_schema()"
+        )[0]
+    )
+
+
+def namespace_condition(namespaces: Sequence[Sequence[str]]) -> tuple[str, list[str]]:
+    """SQL matching ``store`` rows under the prefixes, as ``PostgresStore.search`` does:
+    the namespace itself or anything below it (``LIKE 'a.b.%'``, metacharacters escaped)."""
+    conds, params = [], []
+    for ns in namespaces:
+        if not ns:
+            raise ValueError("an empty store namespace would match every item in the store")
+        text = ".".join(ns)
+        escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conds.append("(prefix = %s OR prefix LIKE %s ESCAPE '\\')")
+        params += [text, escaped + ".%"]
+    return "(" + " OR ".join(conds) + ")", params
+
+
+# -- leaves -----------------------------------------------------------------------------
+
+_TEXT_TYPES = {"text", "varchar", "bpchar", "name", "char"}
+_INT_TYPES = {"int2", "int4", "int8"}
+_NUMERIC_WIRE = {"bool", "float4", "float8"}
+_TS_FORMAT = "'YYYY-MM-DD\"T\"HH24:MI:SS.US'"
+
+
+def leaf_expression(column: str, typname: str) -> str:
+    """The SQL expression whose value is hashed for a column of type ``typname``.
+
+    text-like: the stored text; ``bytea``: the raw bytes; ``int2/4/8``: the integer;
+    ``bool``: 0/1; ``float4/8``: float8; ``json``/``jsonb``: ``::text`` as the server
+    prints it (jsonb's normalised form: keys ordered, ``", "`` and ``": "``);
+    ``timestamptz``: UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (always 6 fractional digits);
+    ``timestamp``: the same without ``Z``; anything else (``numeric``, ``vector``,
+    ``uuid``, ...): ``::text``. NULL is NULL.
+    """
+    q = '"' + column.replace('"', '""') + '"'
+    if typname in _TEXT_TYPES or typname == "bytea" or typname in _INT_TYPES:
+        return q
+    if typname == "bool":
+        return f"{q}::int4"
+    if typname in ("float4", "float8"):
+        return f"{q}::float8"
+    if typname == "timestamptz":
+        return f"to_char({q} AT TIME ZONE 'UTC', {_TS_FORMAT[:-1]}\"Z\"')"
+    if typname == "timestamp":
+        return f"to_char({q}, {_TS_FORMAT})"
+    return f"{q}::text"
+
+
+def wire_expression(column: str, typname: str) -> tuple[str, bool]:
+    """What the library actually selects: ``leaf_expression``, with text values sent as
+    their UTF-8 bytes (``convert_to(..., 'UTF8')``) so they are hashed without being
+    decoded and re-encoded; the flag says the value is TEXT (``VAL`` tag ``t``)."""
+    expr = leaf_expression(column, typname)
+    if typname == "bytea" or typname in _INT_TYPES or typname in _NUMERIC_WIRE:
+        return expr, False
+    return f"convert_to({expr}, 'UTF8')", True
+
+
+LEAF_EXPRESSIONS = {
+    t: leaf_expression("c", t)
+    for t in ("text", "bytea", "int4", "bool", "float8", "jsonb", "timestamptz", "numeric")
+}
+"""For documentation and tests: the expression used per type (column named ``c``)."""
+
+
+@dataclass
+class _Table:
+    columns: list[str]
+    types: list[str]
+    pk: list[str]
+    collatable: set[str]
+
+
+def describe(session: Session, table: str) -> _Table | None:
+    """Columns (in ``attnum`` order), their types and the primary key; None if absent.
+
+    ``collatable`` lists the columns whose order is not already code-point order: they
+    are sorted with ``COLLATE "C"``. A column whose collation is ``C``/``POSIX`` (or the
+    default of a libc ``C`` database) needs none, so its primary-key index gives the
+    order without a sort.
+    """
+    rows = session.query(
+        "SELECT a.attname, t.typname, "
+        "       a.attcollation <> 0 AND NOT coalesce(co.collname IN ('C', 'POSIX') OR "
+        "         (co.collname = 'default' AND (SELECT d.datcollate IN ('C', 'POSIX') "
+        "            AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c' "
+        "          FROM pg_database d WHERE d.datname = current_database())), false), "
+        "       array_position(i.indkey::int2[], a.attnum) "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "LEFT JOIN pg_collation co ON co.oid = a.attcollation "
+        "LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary "
+        "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
+        "ORDER BY a.attnum",
+        (table,),
+    )
+    if not rows:
+        return None
+    pk = [r[0] for r in sorted((r for r in rows if r[3] is not None), key=lambda r: r[3])]
+    return _Table(
+        columns=[r[0] for r in rows],
+        types=[r[1] for r in rows],
+        pk=pk,
+        collatable={r[0] for r in rows if r[2]},
+    )
+
+
+@dataclass
+class PgTablePart:
+    """One table's rows of the scope, streamed in primary-key order from raw storage."""
+
+    session: Session
+    table: str
+    group: str
+    where: str
+    params: Sequence[Any]
+    shape: _Table
+    lock_rows: bool = False
+    """``FOR UPDATE`` while erasing (store rows: no row lock-free writer can slip by)."""
+    method: str = "atomic-transaction"
+    irreversible_deleted: int = 0
+    namespaces_seen: set[str] = field(default_factory=set)
+    _measured: int = 0
+
+    def _select(self, lock: bool) -> str:
+        s = self.shape
+        cols = ", ".join(wire_expression(c, t)[0] for c, t in zip(s.columns, s.types, strict=True))
+        order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
+        sql = f'SELECT {cols} FROM "{self.table}" WHERE {self.where} ORDER BY {order}'
+        return sql + (" FOR UPDATE" if lock else "")
+
+    def _text_mask(self) -> int:
+        s = self.shape
+        return sum(
+            1 << i
+            for i, (c, t) in enumerate(zip(s.columns, s.types, strict=True))
+            if wire_expression(c, t)[1]
+        )
+
+    def _measure(self, sink: LeafSink, lock: bool) -> TableCount:
+        s = self.shape
+        stored = RowLeafHasher(self.table, s.columns, s.pk).stored
+        mask = self._text_mask()
+        ns_idx = s.columns.index("checkpoint_ns") if "checkpoint_ns" in s.columns else None
+        seen = self.namespaces_seen
+        count = TableCount()
+        rows = nbytes = 0
+        for row in stream(self.session, self._select(lock), self.params, f"m_{self.table}"):
+            leaf, size = stored(row, mask)
+            sink(leaf)
+            rows += 1
+            nbytes += size
+            if ns_idx is not None:
+                seen.add(row[ns_idx].decode("utf-8"))
+        count.rows, count.bytes = rows, nbytes
+        return count
+
+    def measure(self, sink: LeafSink) -> TableCount:
+        return self._measure(sink, lock=False)
+
+    def leaves(self) -> Iterator[bytes]:
+        """The leaf data of every row, in the order ``measure`` hashes them (legal hold)."""
+        s = self.shape
+        data = RowLeafHasher(self.table, s.columns, s.pk).stored_data
+        mask = self._text_mask()
+        for row in stream(self.session, self._select(False), self.params, f"l_{self.table}"):
+            yield data(row, mask)
+
+    def erase(self, sink: LeafSink) -> TableCount:
+        count = self._measure(sink, lock=self.lock_rows)
+        self._measured = count.rows
+        return count
+
+    def finish(self) -> None:
+        # Counted by the server (a pipeline-mode cursor has no rowcount until a sync).
+        rows = self.session.query(
+            f'WITH d AS (DELETE FROM "{self.table}" WHERE {self.where} RETURNING 1) '
+            "SELECT count(*) FROM d",
+            self.params,
+        )
+        deleted = int(rows[0][0])
+        if deleted != self._measured:
+            raise RuntimeError(
+                f"{self.table}: measured {self._measured} rows but deleted {deleted}"
+            )
+
+    def remaining(self) -> int:
+        rows = self.session.query(
+            f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', self.params
+        )
+        return int(rows[0][0])
+
+
+# -- the backend ------------------------------------------------------------------------
+
+
+class PostgresBackend:
+    """An :class:`~erasure_receipts.engine.ErasureBackend` over one PostgreSQL session."""
+
+    kind = "postgres"
+
+    def __init__(
+        self,
+        session: Session,
+        thread_id: str,
+        *,
+        saver: str,
+        store: str | None,
+        store_rows_namespaces: Sequence[Sequence[str]] = (),
+        extra_parts: Sequence[Part] = (),
+        extra_residue: Callable[[], list[dict[str, Any]]] | None = None,
+        versions: dict[str, str],
+        vacuum: bool | str = False,
+        lock_timeout_ms: int = 30_000,
+        residue_scan: bool = False,
+    ) -> None:
+        if vacuum not in (False, True, "full"):
+            raise ValueError('vacuum= must be False, True or "full"')
+        self.session = session
+        self.thread_id = thread_id
+        self.saver = saver
+        self.store = store
+        self.database = database_label(session.info)
+        self.versions = {**versions, "postgresql": _server_version(session.info)}
+        self.extra_residue = extra_residue
+        self.vacuum = vacuum
+        self.lock_timeout_ms = int(lock_timeout_ms)
+        self.residue_scan = residue_scan
+        specs = [(t, "checkpoints", "thread_id = %s", [thread_id]) for t in CHECKPOINT_TABLES]
+        if store_rows_namespaces:
+            where, params = namespace_condition(store_rows_namespaces)
+            specs += [("store", "store", where, params), ("store_vectors", "store", where, params)]
+        self._parts: list[Part] = []
+        for table, group, where, params in specs:
+            shape = describe(session, table)
+            if shape is None:
+                # A table the database does not have (store_vectors without pgvector)
+                # holds nothing of the scope: left out of the receipt, not shown as 0.
+                continue
+            self._parts.append(
+                PgTablePart(session, table, group, where, params, shape,
+                            lock_rows=group == "store")
+            )  # fmt: skip
+        self._parts += list(extra_parts)
+
+    def parts(self) -> Sequence[Part]:
+        return self._parts
+
+    @property
+    def checkpoint_namespaces(self) -> set[str]:
+        seen: set[str] = set()
+        for p in self._parts:
+            if isinstance(p, PgTablePart):
+                seen |= p.namespaces_seen
+        return seen
+
+    @property
+    def tables(self) -> list[str]:
+        return [p.table for p in self._parts if isinstance(p, PgTablePart)]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        s = self.session
+        with s.transaction():
+            # READ COMMITTED: every statement after the lock sees what committed before it
+            # (a snapshot taken before the lock wait would miss a writer we waited for).
+            s.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            s.execute(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
+            s.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, self.thread_id)
+            )
+            yield
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        s = self.session
+        with s.transaction():
+            s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+
+    def previous_erasure(self) -> str | None:
+        rows = self.session.query(
+            "SELECT receipt_id FROM erasure_tombstones WHERE thread_id = %s", (self.thread_id,)
+        ) or self.session.query(
+            "SELECT receipt_id FROM erasure_journal WHERE thread_id = %s "
+            'ORDER BY issued_at COLLATE "C" DESC LIMIT 1',
+            (self.thread_id,),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        self.session.execute(
+            "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
+            "VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+            (self.thread_id, receipt_id, erased_at),
+        )
+
+    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        self.session.execute(
+            "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
+            "VALUES (%s, %s, %s, %s)",
+            (receipt_id, self.thread_id, issued_at, entry),
+        )
+
+    def reduce_residue(self) -> list[dict[str, Any]]:
+        out = self._vacuum()
+        out.append(
+            {"action": "postgres.wal", "status": "skipped",
+             "detail": {"reason": "the deleted rows stay in WAL segments until they are "
+                                  "recycled, and in archived WAL, replicas and backups "
+                                  "(out of scope); PostgreSQL offers no WAL scrub"}}
+        )  # fmt: skip
+        if self.residue_scan:
+            out.append(
+                {"action": "residue_scan", "status": "not_applicable",
+                 "detail": {"reason": "the residue scan reads SQLite database files; a "
+                                      "PostgreSQL cluster's files are not readable through "
+                                      "a database connection"}}
+            )  # fmt: skip
+        if self.extra_residue is not None:
+            out += self.extra_residue()
+        return out
+
+    def _vacuum(self) -> list[dict[str, Any]]:
+        tables = self.tables
+        if not self.vacuum:
+            return [
+                {"action": "postgres.vacuum", "status": "skipped",
+                 "detail": {"tables": ",".join(tables),
+                            "reason": "not requested (vacuum=False): the deleted rows remain "
+                                      "as dead tuples in the table files until VACUUM or "
+                                      "autovacuum removes them"}}
+            ]  # fmt: skip
+        full = self.vacuum == "full"
+        verb = "VACUUM (FULL)" if full else "VACUUM"
+        detail: dict[str, Any] = {"mode": verb, "tables": ",".join(tables)}
+        if self.session.in_pipeline:
+            detail["reason"] = (
+                "the saver's connection is in pipeline mode, where every statement runs "
+                "in an implicit transaction block and VACUUM cannot run; the deleted rows "
+                "remain as dead tuples until VACUUM or autovacuum removes them"
+            )
+            return [{"action": "postgres.vacuum", "status": "skipped", "detail": detail}]
+        try:
+            for t in tables:
+                self.session.outside_transaction(f'{verb} "{t}"')
+        except psycopg.Error as exc:
+            detail["error"] = str(exc).strip()[:200] or type(exc).__name__
+            return [{"action": "postgres.vacuum", "status": "failed", "detail": detail}]
+        # VACUUM cannot remove tuples an open snapshot may still see: count what holds
+        # back the horizon (other sessions' snapshots, replication slots, prepared xacts).
+        try:
+            held = int(
+                self.session.query(
+                    "SELECT (SELECT count(*) FROM pg_stat_activity "
+                    "        WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid())"
+                    " + (SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL)"
+                    " + (SELECT count(*) FROM pg_prepared_xacts)"
+                )[0][0]
+            )
+        except psycopg.Error:
+            held = -1
+        detail["snapshots_holding_horizon"] = max(held, 0) if held >= 0 else None
+        if not full:
+            detail["note"] = (
+                "VACUUM makes the space of dead tuples reusable but does not zero it; "
+                "bytes may remain in the table files until overwritten (VACUUM FULL "
+                "rewrites the tables)"
+            )
+        status = "applied" if held == 0 else "partial"
+        return [{"action": "postgres.vacuum", "status": status, "detail": detail}]
+
+
+def _server_version(info: psycopg.ConnectionInfo) -> str:
+    v = int(info.server_version)
+    return f"{v // 10000}.{v % 10000}" if v >= 100000 else str(v)
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a transient conflict worth retrying."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, RETRYABLE):
+            return True
+        seen = seen.__cause__
+    return False

@@ -31,7 +31,7 @@ from erasure_receipts import (
     ErasureIncompleteError,
     Signer,
     TrustStore,
-    savers,
+    attesting,
     verify_receipt,
 )
 from erasure_receipts import app as app_module
@@ -543,7 +543,7 @@ def _pending_erasure(db: Path, signer: Signer, archive: Path) -> None:
         cp = empty_checkpoint()
         s.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {})
         with (
-            mock.patch.object(savers, "sign_and_archive", side_effect=OSError("disk full")),
+            mock.patch.object(attesting, "sign_and_archive", side_effect=OSError("disk full")),
             pytest.raises(ErasureIncompleteError),
         ):
             s.erase_thread("t")

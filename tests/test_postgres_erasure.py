@@ -29,7 +29,7 @@ from erasure_receipts import (
     NothingToEraseError,
     Signer,
     ThreadErasedError,
-    savers,
+    attesting,
     verify_receipt,
 )
 from erasure_receipts.digest import EMPTY_ROOT
@@ -289,7 +289,7 @@ def test_pg_failure_rolls_back_and_journal_recovers(
         # A failure after commit (signing): the journal keeps the measurement.
         digest = saver.digest_thread(T).digest
         with monkeypatch.context() as m:
-            m.setattr(savers, "sign_and_archive", fail_to_sign)
+            m.setattr(attesting, "sign_and_archive", fail_to_sign)
             with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
                 saver.erase_thread(T)
         assert count(pg_db, "checkpoints", "thread_id = %s", (T,)) == 0

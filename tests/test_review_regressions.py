@@ -199,7 +199,7 @@ def test_memory_store_residue_is_reported_as_skipped(tmp_path: Path, signer: Sig
 def test_recovery_continues_past_an_entry_it_cannot_attest(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
@@ -207,7 +207,7 @@ def test_recovery_continues_past_an_entry_it_cannot_attest(
         put(s, "t2")
         # The database refuses the statement: both erasures commit with journal entries
         # only, so recovery must re-verify their scopes.
-        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected: database is locked")))  # fmt: skip
         for t in ("t1", "t2"):
             with pytest.raises(ErasureIncompleteError, match=r"no receipt .*database is locked"):
@@ -228,14 +228,14 @@ def test_recovery_continues_past_an_entry_it_cannot_attest(
 def test_recovery_rejects_an_archived_receipt_of_another_entry(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         put(s, "t1")
         put(s, "t2")
         r1 = s.erase_thread("t1")
-        monkeypatch.setattr(savers, "mark_issued", lambda *a: (_ for _ in ()).throw(
+        monkeypatch.setattr(sqlite_backend, "mark_issued", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected")))  # fmt: skip
         r2 = s.erase_thread("t2")
         monkeypatch.undo()
@@ -280,8 +280,8 @@ def test_control_characters_in_file_names_cannot_forge_output(tmp_path: Path) ->
 def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
     from erasure_receipts.backends import sqlite as backend
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db = tmp_path / "a.db"
     conn = sqlite3.connect(db, check_same_thread=False, timeout=0.2)
@@ -296,7 +296,7 @@ def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
         finally:
             blocker.execute("ROLLBACK")
 
-    monkeypatch.setattr(savers, "mark_issued", busy_mark)
+    monkeypatch.setattr(sqlite_backend, "mark_issued", busy_mark)
     first = s.erase_thread("t")  # returned: signed from the journaled statement
     monkeypatch.undo()
     assert not conn.in_transaction
@@ -310,12 +310,12 @@ def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
 def test_recovery_leaves_young_entries_to_the_process_still_signing(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
         put(s, "t")
-        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected")))  # fmt: skip
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t")
@@ -328,14 +328,14 @@ def test_recovery_leaves_young_entries_to_the_process_still_signing(
 def test_recovery_without_the_store_reports_instead_of_crashing(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db, store = tmp_path / "a.db", InMemoryStore()
     store.put(NS, "k", {"v": 1})
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as s:
         put(s, "a")
         put(s, "b")
-        monkeypatch.setattr(savers, "record_statement", lambda *a: (_ for _ in ()).throw(
+        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected")))  # fmt: skip
         for t, ns in (("a", [NS]), ("b", [])):
             with pytest.raises(ErasureIncompleteError):

@@ -100,13 +100,14 @@ def test_archive_failure_after_commit_is_recoverable(
 CRASH = textwrap.dedent(
     """
     import os, sys
-    from erasure_receipts import AttestingSqliteSaver, Signer, engine, savers
+    from erasure_receipts import AttestingSqliteSaver, Signer, attesting
+    from erasure_receipts.backends import sqlite as sqlite_backend
     from langgraph.checkpoint.base import empty_checkpoint
 
     def die(*a, **k):
         os._exit(17)  # the process dies after the commit, before any receipt exists
 
-    setattr(savers, sys.argv[2], die)
+    setattr(attesting if sys.argv[2] == "sign_and_archive" else sqlite_backend, sys.argv[2], die)
     signer = Signer.from_seed(bytes(range(32)))
     with AttestingSqliteSaver.from_conn_string(sys.argv[1], signer=signer) as s:
         for i in range(4):
@@ -150,7 +151,7 @@ def test_process_killed_after_commit_recovers_in_another_process(
 def test_receipt_archived_but_not_marked_is_not_issued_twice(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
@@ -159,7 +160,7 @@ def test_receipt_archived_but_not_marked_is_not_issued_twice(
         def fail(*a: Any) -> None:
             raise sqlite3.OperationalError("injected: database is locked")
 
-        monkeypatch.setattr(savers, "mark_issued", fail)
+        monkeypatch.setattr(sqlite_backend, "mark_issued", fail)
         first = s.erase_thread(T)  # the receipt is returned and archived regardless
         assert journal(db)[0][2] is None
         monkeypatch.undo()
@@ -170,12 +171,12 @@ def test_receipt_archived_but_not_marked_is_not_issued_twice(
 
 
 def test_tampered_archive_is_not_overwritten(tmp_path: Path, signer: Signer, monkeypatch) -> None:
-    from erasure_receipts import savers
+    from erasure_receipts.backends import sqlite as sqlite_backend
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         put(s, T, 1)
-        monkeypatch.setattr(savers, "mark_issued", lambda *a: (_ for _ in ()).throw(
+        monkeypatch.setattr(sqlite_backend, "mark_issued", lambda *a: (_ for _ in ()).throw(
             sqlite3.OperationalError("injected")))  # fmt: skip
         r = s.erase_thread(T)
         monkeypatch.undo()

@@ -29,12 +29,14 @@ __all__ = [
     "SqliteBackend",
     "database_path",
     "ensure_tombstones",
+    "is_erased",
     "is_tombstone_error",
     "journal_receipts",
     "mark_issued",
     "namespace_condition",
     "pending_journal",
     "record_statement",
+    "reopen",
     "scrub",
 ]
 
@@ -158,6 +160,23 @@ def pending_journal(
             params,
         ).fetchall()
     return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+
+
+def reopen(conn: sqlite3.Connection, thread_id: str) -> bool:
+    """Remove a thread's tombstone (explicit opt-in to reuse its id); True if one existed."""
+    with _autocommit(conn):
+        cur = conn.execute("DELETE FROM erasure_tombstones WHERE thread_id = ?", (thread_id,))
+    return cur.rowcount > 0
+
+
+def is_erased(conn: sqlite3.Connection, thread_id: str) -> bool:
+    """Whether the thread id is tombstoned."""
+    row = conn.execute(
+        "SELECT 1 FROM erasure_tombstones WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if conn.in_transaction:
+        conn.commit()  # end an implicit read transaction (legacy isolation modes)
+    return row is not None
 
 
 def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:

@@ -1,0 +1,494 @@
+"""What every attesting saver shares: its arguments, and each operation's flow, once.
+
+Every operation (erase, recover, digest, export, journal queries) is written here a
+single time, synchronously, over a few hooks that a backend's saver provides:
+
+* ``_db(fn, *args)`` runs ``fn(handle, *args)`` on the saver's database handle (a
+  ``sqlite3.Connection``, a PostgreSQL session) under the saver's lock;
+* ``_new_backend(handle, request, residue_scan)`` builds the engine's backend;
+* ``_journal`` is the backend module's journal functions (same names and signatures
+  for every backend: ``record_statement``, ``mark_issued``, ``pending_journal``,
+  ``journal_receipts``, ``reopen``, ``is_erased``);
+* ``_api_counts(request, namespaces)`` reads the erased scope back through LangGraph's
+  public API.
+
+Async savers run the very same flows on a worker thread (:class:`AsyncFlows`), their
+``_db`` and ``_api_counts`` bridged onto the event loop that owns their connection: one
+implementation of the protocol for SQLite and PostgreSQL, sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal, NamedTuple, TypeVar
+
+from langgraph.store.base import BaseStore
+
+from . import __version__
+from .backends.store import PAGE_SIZE
+from .engine import (
+    ErasureBackend,
+    ErasureRequest,
+    RowsOutcome,
+    TableCount,
+    erase_rows,
+    final_statement,
+    format_time,
+    measure_rows,
+    request_from_journal,
+    resume_rows,
+    sign_and_archive,
+)
+from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
+from .proof import LeafRecord, head_filter, leaf_records
+from .receipt import Receipt
+from .signing import Signer
+
+__all__ = [
+    "AsyncFlows",
+    "Attesting",
+    "NamespacesFor",
+    "PendingErasure",
+    "ResidueScan",
+    "ThreadDigest",
+    "check_archive",
+]
+
+log = logging.getLogger("erasure_receipts")
+
+T = TypeVar("T")
+Namespace = tuple[str, ...]
+NamespacesFor = Callable[[str], Iterable[Sequence[str]]]
+ResidueScan = bool | Literal["vacuum"]
+"""``residue_scan=``: off, on (VACUUM only if a copy is found), or "vacuum" (always)."""
+
+MAX_ATTEMPTS = 5
+"""Erasure attempts when the backend reports a transient conflict (deadlock, ...)."""
+
+
+class PendingErasure(NamedTuple):
+    """An erasure that committed but has no receipt yet (see ``recover_receipts``)."""
+
+    receipt_id: str
+    issued_at: str
+    age_seconds: float
+
+
+@dataclass(frozen=True)
+class ThreadDigest:
+    """What an erasure would measure now: the pre-deletion digest and per-table counts."""
+
+    digest: str
+    tables: dict[str, TableCount]
+
+    @property
+    def leaves(self) -> int:
+        """Rows measured: the tree size an erasure right now would record."""
+        return sum(t.rows for t in self.tables.values())
+
+
+# Per execution context (thread or asyncio task), so concurrent erasures on one saver
+# each see their own receipt; keyed by saver id, copied on write.
+_LAST_RECEIPT: ContextVar[dict[int, Receipt] | None] = ContextVar(
+    "erasure_receipts_last_receipt", default=None
+)
+API_CHECK: ContextVar[bool] = ContextVar("erasure_receipts_api_check", default=False)
+"""Set while the saver checks its own erasure through the public API: the erased thread
+must then be *read* (and found empty), not refused by ``refuse_erased_reads``."""
+
+
+def check_archive(archive: Path | None) -> None:
+    """Refuse, before anything is deleted, an archive the receipt could not be written to."""
+    if archive is None:
+        return
+    if archive.exists() and not archive.is_dir():
+        raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
+    try:
+        archive.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".erasure-receipts-probe.", dir=archive)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"archive {str(archive)!r} is not writable: {exc.strerror or exc}"
+        ) from None
+
+
+def _normalise(namespaces: Iterable[Sequence[str]]) -> tuple[Namespace, ...]:
+    out = []
+    for ns in namespaces:
+        if isinstance(ns, str):
+            raise TypeError(f"a store namespace is a tuple of strings, not {ns!r}")
+        t = tuple(ns)
+        if not t or not all(isinstance(p, str) and p for p in t):
+            raise ValueError(f"invalid store namespace {ns!r}: non-empty strings required")
+        out.append(t)
+    return tuple(dict.fromkeys(out))
+
+
+def residue_mode(value: Any) -> ResidueScan:
+    """Validate a ``residue_scan=`` value (True, False or "vacuum")."""
+    if value is True or value is False or value == "vacuum":
+        return value  # type: ignore[no-any-return]
+    raise ConfigurationError(f'residue_scan must be True, False or "vacuum", not {value!r}')
+
+
+def _log_residue(residue: list[dict[str, Any]]) -> None:
+    for r in residue:
+        if r["status"] in ("partial", "failed"):
+            log.warning("residue %s: %s %s", r["action"], r["status"], r["detail"])
+
+
+def _api_results(
+    namespaces: set[str], found: int, listed: int, stored: int | None
+) -> list[tuple[str, int, str]]:
+    """The public-API checks as ``(name, items_found, detail)``."""
+    checks = [
+        ("api_get_tuple_none", found,
+         f"get_tuple checked for {len(namespaces | {''})} checkpoint namespace(s)"),
+        ("api_list_empty", listed, "list() over all namespaces returned nothing"),
+    ]  # fmt: skip
+    if stored is not None:
+        checks.append(
+            ("api_store_search_empty", stored,
+             f"store.search paginated with limit={PAGE_SIZE} under every namespace")
+        )  # fmt: skip
+    return checks
+
+
+ApiCounts = tuple[int, int, int | None]
+"""``(get_tuple hits, list items, store items)`` read back after an erasure."""
+
+
+class Attesting:
+    """The attesting savers' shared state, argument checks and operation flows."""
+
+    signer: Signer
+    store: BaseStore | None
+    archive: Path | None
+    namespaces_for: NamespacesFor | None
+    clock: Callable[[], datetime] | None
+    residue_scan: ResidueScan
+    refuse_erased_reads: bool
+    _journal: ModuleType
+    _store_rows: bool | None
+
+    # -- hooks a backend's saver provides -------------------------------------------------
+
+    def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(handle, *args)`` on the database handle under the saver's lock."""
+        raise NotImplementedError
+
+    def _new_backend(
+        self, handle: Any, request: ErasureRequest, residue_scan: ResidueScan
+    ) -> ErasureBackend:
+        """The engine backend for ``request`` on ``handle``."""
+        raise NotImplementedError
+
+    def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
+        """Read the scope back through the public API (``API_CHECK`` is set)."""
+        raise NotImplementedError
+
+    def _retryable(self, exc: ErasureIncompleteError) -> bool:
+        """Whether a rolled-back erasure failed on a transient conflict (retry it)."""
+        return False
+
+    # -- arguments -----------------------------------------------------------------------
+
+    def _init_attesting(
+        self,
+        signer: Signer,
+        store: BaseStore | None,
+        archive: str | Path | None,
+        namespaces_for: NamespacesFor | None,
+        clock: Callable[[], datetime] | None,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+    ) -> None:
+        if not isinstance(signer, Signer):
+            raise TypeError("signer= must be an erasure_receipts.Signer")
+        if namespaces_for is not None and store is None:
+            raise ConfigurationError(
+                "namespaces_for= names store namespaces to erase, but no store= was given"
+            )
+        if namespaces_for is not None and not callable(namespaces_for):
+            raise TypeError("namespaces_for= must be a function thread_id -> namespaces")
+        self.signer = signer
+        self.store = store
+        self.archive = Path(archive) if archive is not None else None
+        if self.archive is not None and self.archive.exists() and not self.archive.is_dir():
+            raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
+        self.namespaces_for = namespaces_for
+        self.clock = clock
+        self.residue_scan = residue_mode(residue_scan)
+        self.refuse_erased_reads = bool(refuse_erased_reads)
+        self._store_rows = None  # whether the store's tables live in the saver's database
+
+    @property
+    def last_receipt(self) -> Receipt | None:
+        """The receipt of the last erasure made *in this thread or asyncio task*.
+
+        Per context, so concurrent erasures (threads, tasks) never see each other's.
+        """
+        return (_LAST_RECEIPT.get() or {}).get(id(self))
+
+    def _set_last(self, receipt: Receipt) -> None:
+        _LAST_RECEIPT.set({**(_LAST_RECEIPT.get() or {}), id(self): receipt})
+
+    def _request(
+        self,
+        thread_id: Any,
+        store_namespaces: Iterable[Sequence[str]],
+        tombstone: bool,
+        allow_empty: bool = False,
+    ) -> ErasureRequest:
+        if isinstance(thread_id, int) and not isinstance(thread_id, bool):
+            thread_id = str(thread_id)
+        if not isinstance(thread_id, str) or not thread_id:
+            raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        namespaces = _normalise(store_namespaces)
+        if namespaces and self.store is None:
+            raise ConfigurationError("store_namespaces were given but the saver has no store=")
+        return ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
+
+    def _scan(self, residue_scan: ResidueScan | None) -> ResidueScan:
+        return self.residue_scan if residue_scan is None else residue_mode(residue_scan)
+
+    def _preflight(self) -> None:
+        check_archive(self.archive)
+
+    def _default_namespaces(self, thread_id: str) -> Iterable[Sequence[str]]:
+        return self.namespaces_for(str(thread_id)) if self.namespaces_for else ()
+
+    def _now(self) -> datetime:
+        now = self.clock() if self.clock is not None else datetime.now(UTC)
+        return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+    # -- phase one, in the database -------------------------------------------------------
+
+    def _phase_one(
+        self, handle: Any, request: ErasureRequest, residue_scan: ResidueScan
+    ) -> tuple[RowsOutcome, set[str]]:
+        """The engine's phase one, retried (bounded) on transient conflicts."""
+        clock = {"clock": self.clock} if self.clock is not None else {}
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            backend = self._new_backend(handle, request, residue_scan)
+            try:
+                outcome = erase_rows(backend, request, generator_version=__version__, **clock)
+            except ErasureIncompleteError as exc:
+                swept = any(p.irreversible_deleted for p in backend.parts())
+                if not self._retryable(exc) or swept:
+                    raise
+                if attempt == MAX_ATTEMPTS:
+                    raise ErasureIncompleteError(
+                        f"erasure of thread {request.thread_id!r} gave up after {attempt} "
+                        "attempts on concurrent transactions (serialization failure, "
+                        f"deadlock or lock timeout); nothing was deleted: {exc.message}",
+                        remaining=exc.remaining,
+                    ) from exc
+                time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
+                continue
+            log.info(
+                "erased thread %r: %d rows, receipt %s",
+                request.thread_id,
+                sum(t.rows for t in outcome.pre_tables.values()),
+                outcome.receipt_id,
+            )
+            _log_residue(outcome.residue)
+            return outcome, set(getattr(backend, "checkpoint_namespaces", ()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _resume(self, handle: Any, receipt_id: str, issued_at: str, entry: str) -> RowsOutcome:
+        request = request_from_journal(entry)
+        backend = self._new_backend(handle, request, self.residue_scan)
+        outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        _log_residue(outcome.residue)
+        return outcome
+
+    def _measure(self, handle: Any, request: ErasureRequest) -> ThreadDigest:
+        digest, tables = measure_rows(self._new_backend(handle, request, False))
+        return ThreadDigest(digest, tables)
+
+    # -- phase two ------------------------------------------------------------------------
+
+    def _api_checks(
+        self, request: ErasureRequest, namespaces: set[str]
+    ) -> list[tuple[str, int, str]]:
+        token = API_CHECK.set(True)
+        try:
+            found, listed, stored = self._api_counts(request, namespaces)
+        finally:
+            API_CHECK.reset(token)
+        return _api_results(namespaces, found, listed, stored)
+
+    def _statement_of(self, outcome: RowsOutcome, api: list[tuple[str, int, str]]) -> str:
+        statement = final_statement(outcome, api, generator_version=__version__)
+        return json.dumps(statement, sort_keys=True, ensure_ascii=False)
+
+    def _sign(self, statement_json: str) -> Receipt:
+        """Sign a journaled statement and archive the receipt (deterministic bytes)."""
+        try:
+            receipt = sign_and_archive(json.loads(statement_json), self.signer, self.archive)
+        except ErasureIncompleteError:
+            raise
+        except Exception as exc:
+            raise ErasureIncompleteError(
+                "the erasure committed, but its receipt could not be issued "
+                f"({type(exc).__name__}: {exc}); the erasure journal in the database keeps "
+                "the measurement: call recover_receipts() to issue it"
+            ) from exc
+        self._set_last(receipt)
+        log.info(
+            "receipt %s issued%s", receipt.receipt_id, f" into {self.archive}" * bool(self.archive)
+        )
+        return receipt
+
+    @staticmethod
+    def _after_commit_failed(exc: BaseException) -> ErasureIncompleteError:
+        """Anything failing between commit and signature: the journal entry committed with
+        the deletion keeps the measurement, so the receipt is recoverable."""
+        if isinstance(exc, ErasureIncompleteError):
+            return exc
+        return ErasureIncompleteError(
+            f"the erasure committed, but no receipt was issued ({type(exc).__name__}: {exc}); "
+            "the erasure journal in the database keeps the measurement: fix the cause and "
+            "call recover_receipts(), which re-verifies the scope and issues it"
+        )
+
+    def _mark_issued(self, receipt: Receipt) -> None:
+        # Best effort: if it fails, the journal entry stays open with its statement, and
+        # recover_receipts() re-signs that statement - producing this receipt again.
+        try:
+            self._db(self._journal.mark_issued, receipt.receipt_id, receipt.to_json())
+        except Exception as exc:
+            log.warning(
+                "receipt %s issued but not marked in the journal: %s", receipt.receipt_id, exc
+            )
+
+    # -- the flows --------------------------------------------------------------------------
+
+    def _erase_flow(self, request: ErasureRequest, residue_scan: ResidueScan) -> Receipt:
+        outcome, namespaces = self._db(self._phase_one, request, residue_scan)
+        try:
+            api = self._api_checks(request, namespaces)
+            statement = self._statement_of(outcome, api)
+            statement = self._db(self._journal.record_statement, outcome.receipt_id, statement)
+        except Exception as exc:
+            raise self._after_commit_failed(exc) from exc
+        receipt = self._sign(statement)
+        self._mark_issued(receipt)
+        return receipt
+
+    def _recover_flow(self, min_age_seconds: float) -> list[Receipt]:
+        cutoff = format_time(self._now() - timedelta(seconds=min_age_seconds))
+        pending = self._db(self._journal.pending_journal, cutoff)
+        if pending:
+            self._preflight()
+            log.info("recovering %d journaled erasure(s) without a receipt", len(pending))
+        out: list[Receipt] = []
+        failures: dict[str, str] = {}
+        for receipt_id, issued_at, entry, statement in pending:
+            try:  # one entry that cannot be attested must not block the others
+                if statement is None:
+                    request = request_from_journal(entry)
+                    if request.store_namespaces and self.store is None:
+                        raise ErasureIncompleteError(
+                            "this journal entry covers store namespaces; recover with the "
+                            "same store= as the erasure"
+                        )
+                    outcome = self._db(self._resume, receipt_id, issued_at, entry)
+                    statement = self._statement_of(outcome, self._api_checks(request, set()))
+                    statement = self._db(self._journal.record_statement, receipt_id, statement)
+                receipt = self._sign(statement)
+            except Exception as exc:
+                failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
+                continue
+            self._mark_issued(receipt)
+            out.append(receipt)
+        if failures:
+            raise ErasureIncompleteError(
+                f"{len(failures)} journaled erasure(s) could not be attested "
+                f"({len(out)} recovered): "
+                + "; ".join(f"{rid}: {why}" for rid, why in failures.items()),
+                recovered=out,
+            )
+        return out
+
+    def _pending_flow(self) -> list[PendingErasure]:
+        now = self._now()
+        out = []
+        for receipt_id, issued_at, _, _ in self._db(self._journal.pending_journal):
+            t = datetime.fromisoformat(issued_at.replace("Z", "+00:00"))
+            out.append(PendingErasure(receipt_id, issued_at, (now - t).total_seconds()))
+        return out
+
+    def _journal_receipts_flow(self, thread_id: str | None) -> list[Receipt]:
+        blobs = self._db(self._journal.journal_receipts, thread_id)
+        return [Receipt.from_json(b) for b in blobs]
+
+    def _export_flow(
+        self, request: ErasureRequest, select: Callable[[str, tuple[Any, ...]], bool] | None
+    ) -> list[LeafRecord]:
+        from .engine import export_leaves as collect
+
+        def run(handle: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+            return collect(self._new_backend(handle, request, False), head_filter(select))
+
+        hashes, chosen = self._db(run)
+        return leaf_records(request.thread_id, hashes, chosen)
+
+
+def delete_quietly(erase: Callable[[], object], what: str) -> None:
+    """LangGraph's ``delete_thread`` contract: deleting nothing is a no-op, not an error."""
+    try:
+        erase()
+    except NothingToEraseError as exc:
+        log.info("%s: %s", what, exc.message)
+
+
+class AsyncFlows(Attesting):
+    """Runs the synchronous flows on a worker thread for an async saver.
+
+    The saver provides ``_adb`` (run ``fn(handle, *args)`` on its database, under its
+    asyncio lock) and ``_aapi_counts``; the flow calls them from the worker thread,
+    each on the event loop, which stays free meanwhile.
+    """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def _adb(self, fn: Callable[..., T], *args: Any) -> T:
+        raise NotImplementedError
+
+    async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
+        raise NotImplementedError
+
+    def _on_loop(self, coro: Awaitable[T]) -> T:
+        assert self._loop is not None, "async flows run through _flow()"
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+
+    def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._on_loop(self._adb(fn, *args))
+
+    def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
+        async def counts() -> ApiCounts:
+            API_CHECK.set(True)  # this task's own context
+            return await self._aapi_counts(request, namespaces)
+
+        return self._on_loop(counts())
+
+    async def _flow(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a synchronous flow on a worker thread of this event loop."""
+        self._loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(fn, *args)

@@ -20,6 +20,7 @@ implementation of the protocol for SQLite and PostgreSQL, sync and async.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -52,6 +53,7 @@ from .engine import (
     sign_and_archive,
 )
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
+from .log import ReceiptLog
 from .proof import LeafRecord, head_filter, leaf_records
 from .receipt import Receipt
 from .signing import Signer
@@ -100,7 +102,9 @@ class ThreadDigest:
 
 
 # Per execution context (thread or asyncio task), so concurrent erasures on one saver
-# each see their own receipt; keyed by saver id, copied on write.
+# each see their own receipt; keyed by a per-saver serial number (an ``id()`` can be
+# reused by a later saver), copied on write.
+_SERIAL = itertools.count()
 _LAST_RECEIPT: ContextVar[dict[int, Receipt] | None] = ContextVar(
     "erasure_receipts_last_receipt", default=None
 )
@@ -109,9 +113,15 @@ API_CHECK: ContextVar[bool] = ContextVar("erasure_receipts_api_check", default=F
 must then be *read* (and found empty), not refused by ``refuse_erased_reads``."""
 
 
-def check_archive(archive: Path | None) -> None:
+def check_archive(archive: Path | ReceiptLog | None) -> None:
     """Refuse, before anything is deleted, an archive the receipt could not be written to."""
     if archive is None:
+        return
+    if not isinstance(archive, Path):  # a ReceiptLog
+        try:
+            archive.check_writable()
+        except Error as exc:
+            raise ConfigurationError(f"archive log: {exc.message}") from None
         return
     if archive.exists() and not archive.is_dir():
         raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
@@ -177,7 +187,7 @@ class Attesting:
 
     signer: Signer
     store: BaseStore | None
-    archive: Path | None
+    archive: Path | ReceiptLog | None
     namespaces_for: NamespacesFor | None
     clock: Callable[[], datetime] | None
     residue_scan: ResidueScan
@@ -211,7 +221,7 @@ class Attesting:
         self,
         signer: Signer,
         store: BaseStore | None,
-        archive: str | Path | None,
+        archive: str | Path | ReceiptLog | None,
         namespaces_for: NamespacesFor | None,
         clock: Callable[[], datetime] | None,
         residue_scan: ResidueScan = False,
@@ -227,14 +237,17 @@ class Attesting:
             raise TypeError("namespaces_for= must be a function thread_id -> namespaces")
         self.signer = signer
         self.store = store
-        self.archive = Path(archive) if archive is not None else None
-        if self.archive is not None and self.archive.exists() and not self.archive.is_dir():
+        self.archive = (
+            archive if archive is None or isinstance(archive, ReceiptLog) else Path(archive)
+        )
+        if isinstance(self.archive, Path) and self.archive.exists() and not self.archive.is_dir():
             raise ConfigurationError(f"archive {str(archive)!r} exists and is not a directory")
         self.namespaces_for = namespaces_for
         self.clock = clock
         self.residue_scan = residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
         self._store_rows = None  # whether the store's tables live in the saver's database
+        self._serial = next(_SERIAL)
 
     @property
     def last_receipt(self) -> Receipt | None:
@@ -242,10 +255,10 @@ class Attesting:
 
         Per context, so concurrent erasures (threads, tasks) never see each other's.
         """
-        return (_LAST_RECEIPT.get() or {}).get(id(self))
+        return (_LAST_RECEIPT.get() or {}).get(self._serial)
 
     def _set_last(self, receipt: Receipt) -> None:
-        _LAST_RECEIPT.set({**(_LAST_RECEIPT.get() or {}), id(self): receipt})
+        _LAST_RECEIPT.set({**(_LAST_RECEIPT.get() or {}), self._serial: receipt})
 
     def _request(
         self,

@@ -25,7 +25,11 @@ __all__ = [
     "LEAF_ENCODING",
     "MERKLE_ALGORITHM",
     "MerkleTree",
+    "NodeRoot",
     "RowLeafHasher",
+    "audit_path",
+    "consistency_path",
+    "consistency_proof",
     "encode_row",
     "inclusion_proof",
     "inclusion_proofs",
@@ -35,7 +39,9 @@ __all__ = [
     "node_hash",
     "root_from_inclusion_proof",
     "store_item_leaf",
+    "subtree_root",
     "utc_timestamp",
+    "verify_consistency",
     "verify_inclusion",
 ]
 
@@ -242,6 +248,40 @@ class MerkleTree:
             h = node_hash(left, h)
         return h
 
+    def append_hash_nodes(self, h: bytes) -> list[bytes]:
+        """Add one leaf from its hash, like :meth:`append_hash`, and return the roots of
+        the perfect subtrees it completes, lowest first: ``[h, parent, grandparent, ...]``.
+
+        Written out in order for every leaf, these form a post-order node store (leaf ``i``
+        at position ``2i - popcount(i)``) from which any subtree root, and so any proof, is
+        read in O(log n) (``subtree_root``)."""
+        stack = self._stack
+        out = [h]
+        height = 0
+        while stack and stack[-1][0] == height:
+            h = node_hash(stack.pop()[1], h)
+            height += 1
+            out.append(h)
+        stack.append((height, h))
+        self._size += 1
+        return out
+
+    def perfect_roots(self) -> list[bytes]:
+        """Roots of the perfect subtrees the leaves so far form, left to right (one per set
+        bit of ``size``, largest first): all that is needed to resume appending."""
+        return [h for _, h in self._stack]
+
+    @classmethod
+    def from_perfect_roots(cls, size: int, roots: Sequence[bytes]) -> MerkleTree:
+        """Resume a tree of ``size`` leaves from its :meth:`perfect_roots`."""
+        heights = [b for b in range(size.bit_length() - 1, -1, -1) if size >> b & 1]
+        if size < 0 or len(roots) != len(heights) or any(len(r) != 32 for r in roots):
+            raise ValueError(f"{len(roots)} roots do not describe a tree of {size} leaves")
+        tree = cls()
+        tree._stack = [(height, bytes(r)) for height, r in zip(heights, roots, strict=True)]
+        tree._size = size
+        return tree
+
 
 def merkle_root(leaf_hashes: Iterable[bytes]) -> bytes:
     """Root of the tree over already computed leaf hashes, in order (``EMPTY_ROOT`` if none)."""
@@ -249,6 +289,21 @@ def merkle_root(leaf_hashes: Iterable[bytes]) -> bytes:
     for h in leaf_hashes:
         tree.append_hash(h)
     return tree.root()
+
+
+UNIT_LEAF_PREFIX = b"erasure-receipts-unit-v1\x00"
+
+
+def unit_leaf(name: str, leaves: int, root: bytes) -> bytes:
+    """Leaf data binding one unit (a thread, or the store) of a subject receipt: its
+    name, its tree size and its root (RECEIPT_SPEC.md 9.3)."""
+    n = name.encode("utf-8", "surrogatepass")
+    return UNIT_LEAF_PREFIX + struct.pack(">I", len(n)) + n + struct.pack(">Q", leaves) + root
+
+
+def units_root(units: Iterable[tuple[str, int, bytes]]) -> bytes:
+    """The subject receipt's pre-state root over ``(name, leaves, root)`` in order."""
+    return merkle_root(leaf_hash(unit_leaf(*u)) for u in units)
 
 
 def _split(n: int) -> int:
@@ -342,6 +397,131 @@ def inclusion_proofs(
             nxt.append(level[-1])
         level = nxt
     return paths
+
+
+# -- proofs over stored subtree roots, and consistency proofs (RFC 9162 2.1.3, 2.1.4) --------
+
+NodeRoot = Callable[[int, int], bytes]
+"""``root(lo, hi)`` = MTH(D[lo:hi]), the root of the leaves in ``[lo, hi)``."""
+
+
+def subtree_root(lo: int, hi: int, perfect: Callable[[int, int], bytes]) -> bytes:
+    """MTH(D[lo:hi]) from the roots of perfect, aligned subtrees:
+    ``perfect(height, i)`` = MTH(D[i * 2**height : (i + 1) * 2**height]).
+
+    Every node of an RFC 9162 tree is either perfect and aligned (one look-up) or on the
+    ragged right edge of the tree (O(log n) look-ups), so a proof built from stored
+    perfect subtree roots costs O(log n) reads instead of O(n) hashes."""
+    n = hi - lo
+    if lo < 0 or n <= 0:
+        raise ValueError(f"empty or negative leaf range [{lo}, {hi})")
+    if n & (n - 1) == 0 and lo % n == 0:
+        return perfect(n.bit_length() - 1, lo // n)
+    k = _split(n)
+    return node_hash(subtree_root(lo, lo + k, perfect), subtree_root(lo + k, hi, perfect))
+
+
+def audit_path(index: int, size: int, root: NodeRoot) -> list[bytes]:
+    """RFC 9162 section 2.1.3.1 PATH(index, D[size]), leaf to root, with the subtree
+    roots supplied by ``root(lo, hi)``; equal to ``inclusion_proof(leaves, index)``."""
+    if not 0 <= index < size:
+        raise ValueError(f"leaf index {index} is outside a tree of size {size}")
+    path: list[bytes] = []
+    lo, hi = 0, size
+    while hi - lo > 1:
+        k = _split(hi - lo)
+        if index - lo < k:
+            path.append(root(lo + k, hi))
+            hi = lo + k
+        else:
+            path.append(root(lo, lo + k))
+            lo += k
+    path.reverse()
+    return path
+
+
+def consistency_path(old_size: int, new_size: int, root: NodeRoot) -> list[bytes]:
+    """RFC 9162 section 2.1.4.1 PROOF(old_size, D[new_size]) with the subtree roots
+    supplied by ``root(lo, hi)``: the nodes that let a verifier holding only the two roots
+    check that the first ``old_size`` leaves are unchanged. Empty when ``old_size`` is 0
+    or equals ``new_size``."""
+    if not 0 <= old_size <= new_size:
+        raise ValueError(f"no consistency proof from size {old_size} to size {new_size}")
+    if old_size in (0, new_size):
+        return []
+    out: list[bytes] = []
+    # SUBPROOF(m, D[lo:hi], complete), unrolled: each step appends the node *after* the
+    # recursive part, so the list is built top-down and reversed at the end.
+    lo, hi, m, complete = 0, new_size, old_size, True
+    while True:
+        n = hi - lo
+        if m == n:
+            if not complete:
+                out.append(root(lo, hi))
+            break
+        k = _split(n)
+        if m <= k:
+            out.append(root(lo + k, hi))
+            hi = lo + k
+        else:
+            out.append(root(lo, lo + k))
+            lo += k
+            m -= k
+            complete = False
+    out.reverse()
+    return out
+
+
+def consistency_proof(leaf_hashes: Sequence[bytes], old_size: int) -> list[bytes]:
+    """RFC 9162 section 2.1.4.1 consistency proof from the tree of the first ``old_size``
+    leaves to the tree of all ``leaf_hashes`` (O(n) hashes; a log with stored subtree
+    roots uses :func:`consistency_path`)."""
+    return consistency_path(
+        old_size, len(leaf_hashes), lambda lo, hi: merkle_root(leaf_hashes[lo:hi])
+    )
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """RFC 9162 section 2.1.4.2: True iff ``proof`` shows that the tree of ``new_size``
+    leaves with ``new_root`` extends the tree of ``old_size`` leaves with ``old_root``.
+
+    Equal sizes need equal roots and an empty proof; every tree extends the empty tree
+    (``old_root`` must then be ``EMPTY_ROOT``, the proof empty)."""
+    if not 0 <= old_size <= new_size:
+        return False
+    if len(old_root) != 32 or len(new_root) != 32 or any(len(p) != 32 for p in proof):
+        return False
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    if old_size == 0:
+        return not proof and old_root == EMPTY_ROOT
+    if not proof:
+        return False
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # an exact power of 2: the old root is a node
+        path.insert(0, old_root)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == old_root and sr == new_root
 
 
 # -- store items seen through the BaseStore API (swept stores) -----------------------------

@@ -18,20 +18,26 @@ receipt exists.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .canonical import MAX_INPUT_BYTES, canonicalize
-from .digest import EMPTY_ROOT, MerkleTree, leaf_hash
+from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .errors import ErasureIncompleteError, MalformedReceiptError, NothingToEraseError
 from .receipt import Receipt, build_statement, validate_statement
 from .signing import Signer
+
+if TYPE_CHECKING:
+    from .log import ReceiptLog
 
 __all__ = [
     "Check",
@@ -146,13 +152,53 @@ class ErasureBackend(Protocol):
 
 @dataclass(frozen=True)
 class ErasureRequest:
-    """The scope of one erasure: the thread, store namespaces erased with it, tombstone."""
+    """The scope of one erasure and how its receipt describes it (RECEIPT_SPEC.md 9).
+
+    ``kind`` is ``thread`` (every row of ``thread_id``), ``history`` (every row of
+    ``thread_id`` except the kept checkpoints', ``keep="latest"``) or ``subject`` (every
+    row of every thread in ``threads``, one unit each). Backends never see the kind:
+    they turn ``all_threads``, ``keep`` and ``store_namespaces`` into parts.
+    """
 
     thread_id: str
     store_namespaces: tuple[tuple[str, ...], ...] = ()
     tombstone: bool = True
     allow_empty: bool = False
     """Attest a scope that holds no rows (otherwise ``NothingToEraseError``)."""
+    kind: str = "thread"
+    threads: tuple[str, ...] = ()
+    """``subject``: every thread erased (sorted, unique); ``thread_id`` is the subject."""
+    subject: str | None = None
+    discovery: str | None = None
+    """``subject``: the checkpoint-metadata key that found threads, if any."""
+    keep: str = "none"
+    """``history``: ``"latest"``."""
+    kept: tuple[tuple[str, str], ...] = ()
+    """``history``: ``(checkpoint_ns, checkpoint_id)`` kept, once known (recovery)."""
+    needles: tuple[str, ...] = ()
+    """Values that must occur nowhere in ``needle_scope`` after the deletion (never
+    written anywhere: only their commitments are)."""
+    needle_scope: str = "thread"
+    privacy: Any = None
+    """A :class:`~erasure_receipts.privacy.CommitmentKey`: identifiers are committed."""
+    context: dict[str, Any] | None = None
+    """The receipt's ``request`` member (who asked, why), ready to embed."""
+    authorization: dict[str, Any] | None = None
+    """The receipt's ``authorization`` member (an approver's signed consent)."""
+
+    @property
+    def all_threads(self) -> tuple[str, ...]:
+        """The thread ids whose rows are in scope."""
+        return self.threads if self.kind == "subject" else (self.thread_id,)
+
+    @property
+    def label(self) -> str:
+        """How errors name the scope."""
+        return (
+            f"subject {self.thread_id!r}"
+            if self.kind == "subject"
+            else (f"thread {self.thread_id!r}")
+        )
 
 
 @dataclass
@@ -170,6 +216,9 @@ class RowsOutcome:
     methods: dict[str, str]
     checks: list[Check] = field(default_factory=list)
     residue: list[dict[str, Any]] = field(default_factory=list)
+    members: dict[str, Any] = field(default_factory=dict)
+    """Kind-specific statement parts fixed in the transaction (scope, subject name,
+    units, kept_state, needles, request, authorization), as journaled."""
 
 
 def _utc_now() -> datetime:
@@ -187,24 +236,71 @@ def format_time(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
-def _measure_all(parts: Sequence[Part], erase: bool) -> tuple[bytes, dict[str, TableCount]]:
-    tree = MerkleTree()
+def _role(part: Part) -> str:
+    return str(getattr(part, "role", "removed"))
+
+
+def _unit(part: Part) -> str:
+    return str(getattr(part, "unit", ""))
+
+
+@dataclass
+class Measurement:
+    """One pass over the scope: the removed rows' root and tables, per unit when the
+    parts carry units (subject receipts), and the kept rows' (history receipts)."""
+
+    root: bytes
+    tables: dict[str, TableCount]
+    units: list[tuple[str, bytes, dict[str, TableCount]]] = field(default_factory=list)
+    kept_root: bytes = EMPTY_ROOT
+    kept_tables: dict[str, TableCount] = field(default_factory=dict)
+
+
+def _add(total: dict[str, TableCount], table: str, c: TableCount) -> None:
+    t = total.setdefault(table, TableCount())
+    t.rows += c.rows
+    t.bytes += c.bytes
+
+
+def _measure_all(parts: Sequence[Part], erase: bool) -> Measurement:
+    """Measure every part (deleting the removed ones when ``erase``), all before any
+    deferred delete runs. Removed parts form one tree in table order - or, when they
+    carry units, one tree per unit and a root over the units (RECEIPT_SPEC.md 9.3).
+    Kept parts are only measured, into their own tree."""
+    removed = sorted((p for p in parts if _role(p) != "kept"), key=lambda p: (_unit(p), p.table))
+    kept = sorted((p for p in parts if _role(p) == "kept"), key=lambda p: p.table)
+    by_unit: dict[str, list[Part]] = {}
+    for p in removed:
+        by_unit.setdefault(_unit(p), []).append(p)
     tables: dict[str, TableCount] = {}
-    ordered = sorted(parts, key=lambda p: p.table)
-    for part in ordered:
-        sink = tree.append_hash
-        tables[part.table] = part.erase(sink) if erase else part.measure(sink)
+    units: list[tuple[str, bytes, dict[str, TableCount]]] = []
+    for name, group in by_unit.items():
+        tree, unit_tables = MerkleTree(), {}
+        for part in group:
+            c = part.erase(tree.append_hash) if erase else part.measure(tree.append_hash)
+            unit_tables[part.table] = c
+            _add(tables, part.table, c)
+        units.append((name, tree.root(), unit_tables))
+    kept_tree, kept_tables = MerkleTree(), {}
+    for part in kept:
+        kept_tables[part.table] = part.measure(kept_tree.append_hash)
     if erase:
-        for part in reversed(ordered):
+        for part in sorted(removed, key=lambda p: p.table, reverse=True):
             part.finish()
-    return tree.root(), tables
+    if not any(c.rows for c in tables.values()):
+        root = EMPTY_ROOT  # an empty scope has the empty root, whatever its units
+    elif any(name for name, _, _ in units):
+        root = units_root((name, sum(c.rows for c in t.values()), r) for name, r, t in units)
+    else:
+        root = units[0][1] if units else EMPTY_ROOT
+    return Measurement(root, tables, units, kept_tree.root(), kept_tables)
 
 
 def measure_rows(backend: ErasureBackend) -> tuple[str, dict[str, TableCount]]:
     """The pre-deletion digest a real erasure would compute now (nothing is deleted)."""
     with backend.read_snapshot():
-        root, tables = _measure_all(backend.parts(), erase=False)
-    return root.hex(), tables
+        m = _measure_all(backend.parts(), erase=False)
+    return m.root.hex(), m.tables
 
 
 def erase_rows(
@@ -233,28 +329,38 @@ def erase_rows(
             # erasures that queued behind each other are ordered like the erasures.
             receipt_id = str(uuid.uuid4())
             issued_at = format_time(clock())
-            pre_root, pre_tables = _measure_all(parts, erase=True)
-            if not request.allow_empty and not any(t.rows for t in pre_tables.values()):
+            m = _measure_all(parts, erase=True)
+            if not request.allow_empty and not any(t.rows for t in m.tables.values()):
                 # Nothing was deleted; the rollback also drops no tombstone for a typo.
-                raise NothingToEraseError(request.thread_id, backend.previous_erasure())
-            left = {p.table: n for p in parts if (n := p.remaining())}
+                previous = backend.previous_erasure() if request.kind == "thread" else None
+                raise NothingToEraseError(request.thread_id, previous)
+            left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
             if left:
                 raise ErasureIncompleteError(
                     f"rows remain inside the erasure transaction: {left}", remaining=left
                 )
+            needles = _check_needles(backend, request)
             if request.tombstone:
                 backend.write_tombstone(receipt_id, issued_at)
+            kept = _kept_checkpoints(backend, request)
+            members = _members(backend, request, m, kept, needles)
+            root = m.root
+            if "units" in members and any(c.rows for c in m.tables.values()):
+                # Bind the units as the receipt names them (committed, sorted).
+                root = units_root(
+                    (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"]))
+                    for u in members["units"]
+                )
             entry = {
-                "thread_id": request.thread_id,
-                "store_namespaces": [list(ns) for ns in request.store_namespaces],
-                "tombstone": request.tombstone,
-                "pre_digest": pre_root.hex(),
-                "pre_tables": {k: v.to_json() for k, v in pre_tables.items()},
+                **request_to_journal(replace(request, kept=kept)),
+                "pre_digest": root.hex(),
+                "pre_tables": {k: v.to_json() for k, v in m.tables.items()},
                 "methods": methods,
                 "checks": checks,
+                "members": members,
             }
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
-    except NothingToEraseError:
+    except (NothingToEraseError, NeedlesFoundError):
         raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
@@ -269,21 +375,175 @@ def erase_rows(
             else (f"{type(exc).__name__}: {exc}")
         )
         raise ErasureIncompleteError(
-            f"erasure of thread {request.thread_id!r} aborted and rolled back: {what}{extra}",
+            f"erasure of {request.label} aborted and rolled back: {what}{extra}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
     return _after_commit(backend, request, receipt_id, issued_at, entry)
 
 
+def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
+    """The parts of a request recovery needs (never its needles or commitment key)."""
+    return {
+        "thread_id": request.thread_id,
+        "store_namespaces": [list(ns) for ns in request.store_namespaces],
+        "tombstone": request.tombstone,
+        "kind": request.kind,
+        "threads": list(request.threads),
+        "keep": request.keep,
+        "kept": [list(k) for k in request.kept],
+    }
+
+
 def request_from_journal(entry_json: str) -> ErasureRequest:
     """The request a journal entry recorded, for recovery (``allow_empty`` is not kept:
-    the rows are already deleted, so it no longer matters)."""
+    the rows are already deleted, so it no longer matters; entries from before kinds
+    existed are thread erasures)."""
     entry = json.loads(entry_json)
     return ErasureRequest(
         str(entry["thread_id"]),
         tuple(tuple(ns) for ns in entry["store_namespaces"]),
         bool(entry["tombstone"]),
+        kind=str(entry.get("kind", "thread")),
+        threads=tuple(entry.get("threads", ())),
+        keep=str(entry.get("keep", "none")),
+        kept=tuple((str(a), str(b)) for a, b in entry.get("kept", ())),
     )
+
+
+class NeedlesFoundError(ErasureIncompleteError):
+    """A value the caller wanted gone still occurs: nothing was deleted.
+
+    ``locations`` lists where (table, thread, checkpoint namespace and id, column or
+    store key); the value itself is never in the message.
+    """
+
+    reason = "needles_found"
+
+    def __init__(self, locations: list[dict[str, Any]]) -> None:
+        where = "; ".join(
+            ", ".join(f"{k}={v}" for k, v in loc.items() if k != "needle") for loc in locations[:10]
+        )
+        more = f" (+{len(locations) - 10} more)" if len(locations) > 10 else ""
+        super().__init__(
+            f"{len(locations)} stored location(s) still hold a value to erase; nothing was "
+            f"deleted: {where}{more}"
+        )
+        self.locations = locations
+
+
+NEEDLE_FORMS = ("raw", "json-escaped", "json-escaped-upper")
+"""How a needle can be stored: its UTF-8 bytes (msgpack, orjson, jsonb), JSON text with
+non-ASCII characters escaped as ``\\uXXXX`` (Python's ``json.dumps`` default), and the
+same with upper-case hex digits."""
+
+
+def needle_forms(needle: str) -> list[bytes]:
+    """The byte strings a backend searches for one needle (see ``NEEDLE_FORMS``)."""
+    raw = needle.encode("utf-8", "surrogatepass")
+    escaped = json.dumps(needle)[1:-1].encode("ascii")
+    upper = re.sub(rb"\\u([0-9a-f]{4})", lambda m: b"\\u" + m.group(1).upper(), escaped)
+    return list(dict.fromkeys((raw, escaped, upper)))
+
+
+def _check_needles(backend: ErasureBackend, request: ErasureRequest) -> dict[str, Any] | None:
+    """Inside the transaction, after the deletion: no needle may occur in the searched
+    scope, or the erasure is refused (rolled back) and the locations reported."""
+    if not request.needles:
+        return None
+    find = getattr(backend, "find_needles", None)
+    if find is None:  # pragma: no cover - every backend has it
+        raise ErasureIncompleteError(f"{backend.kind} cannot search for needles")
+    forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
+    found = find([f for _, f in forms], request.needle_scope, request.all_threads)
+    if found:
+        raise NeedlesFoundError(found)
+    if request.privacy is not None:
+        values, salt = [request.privacy.needle(n) for n in request.needles], None
+    else:
+        from .privacy import needle_commitment
+
+        key = os.urandom(16)
+        values = [needle_commitment(key, n) for n in request.needles]
+        salt = base64.b64encode(key).decode("ascii")
+    return {
+        "commitment": "hmac-sha256", "salt": salt, "values": sorted(set(values)),
+        "forms": list(NEEDLE_FORMS), "searched": request.needle_scope,
+        "occurrences_after": 0,
+    }  # fmt: skip
+
+
+def _kept_checkpoints(
+    backend: ErasureBackend, request: ErasureRequest
+) -> tuple[tuple[str, str], ...]:
+    if request.keep == "none":
+        return ()
+    kept = getattr(backend, "kept_checkpoints", None)
+    return tuple(sorted(kept())) if kept is not None else ()
+
+
+def _committed(request: ErasureRequest, label: str, value: str) -> str:
+    return value if request.privacy is None else str(request.privacy.commit(label, value))
+
+
+def _members(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    m: Measurement,
+    kept: tuple[tuple[str, str], ...],
+    needles: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The kind-specific parts of the statement, fixed while the rows are known."""
+    ns = [list(n) for n in request.store_namespaces]
+    if request.privacy is not None:
+        ns = [[_committed(request, "store_namespace", ".".join(n))] for n in ns]
+    scope: dict[str, Any]
+    if request.kind == "subject":
+        subject = _committed(request, "subject", request.thread_id)
+        threads = {t: _committed(request, "thread", t) for t in request.threads}
+        scope = {
+            "subject": subject,
+            "threads": sorted(threads.values()),
+            "discovery": None if request.discovery is None else {"metadata_key": request.discovery},
+            "checkpoint_namespaces": "all", "store_namespaces": ns,
+            "tombstone": request.tombstone,
+        }  # fmt: skip
+        name = f"langgraph-subject:{subject}"
+    else:
+        tid = _committed(request, "thread", request.thread_id)
+        scope = {"thread_id": tid, "checkpoint_namespaces": "all",
+                 "store_namespaces": ns, "tombstone": request.tombstone}  # fmt: skip
+        if request.kind == "history":
+            scope["keep"] = request.keep
+        prefix = "langgraph-thread-history:" if request.kind == "history" else "langgraph-thread:"
+        name = prefix + tid
+    if request.privacy is not None:
+        scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
+    out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
+    if request.privacy is not None:
+        out["database"] = _committed(request, "database", backend.database)
+    if request.kind == "subject":
+        rename = {f"thread:{t}": f"thread:{c}" for t, c in threads.items()}
+        units = [
+            {"name": rename.get(unit, unit), "digest": {"sha256": root.hex()},
+             "leaves": sum(c.rows for c in t.values()),
+             "tables": {k: c.to_json() for k, c in t.items()}}
+            for unit, root, t in m.units
+        ]  # fmt: skip
+        out["units"] = sorted(units, key=lambda u: u["name"])
+    if request.kind == "history":
+        out["kept_state"] = {
+            "digest": {"sha256": m.kept_root.hex()},
+            "leaves": sum(c.rows for c in m.kept_tables.values()),
+            "tables": {k: c.to_json() for k, c in m.kept_tables.items()},
+            "checkpoints": [{"checkpoint_ns": a, "checkpoint_id": b} for a, b in kept],
+        }
+    if needles is not None:
+        out["needles"] = needles
+    if request.context is not None:
+        out["request"] = request.context
+    if request.authorization is not None:
+        out["authorization"] = request.authorization
+    return out
 
 
 def resume_rows(
@@ -324,7 +584,7 @@ def _after_commit(
     left = {t: c.rows for t, c in post_tables.items() if c.rows}
     if left:
         raise ErasureIncompleteError(
-            f"rows of thread {request.thread_id!r} present after commit: {left}", remaining=left
+            f"rows of {request.label} present after commit: {left}", remaining=left
         )
     # A recovery measures later than the commit and says so: nothing is claimed about
     # the moment right after a commit that nobody measured.
@@ -349,6 +609,7 @@ def _after_commit(
         methods=dict(entry["methods"]),
         checks=checks,
         residue=residue,
+        members=dict(entry.get("members") or {}),
     )
 
 
@@ -365,14 +626,27 @@ def preflight(
     would be gone and the receipt impossible.)
     """
     zero = {p.table: {"rows": 0, "bytes": 0} for p in parts}
+    units: list[tuple[str, bytes, dict[str, TableCount]]] = [
+        (f"thread:{t}", EMPTY_ROOT, {}) for t in request.threads
+    ]
+    if request.store_namespaces and request.kind == "subject":
+        units.append(("store", EMPTY_ROOT, {}))
+    placeholder = {
+        "commitment": "hmac-sha256", "salt": None, "values": ["0" * 64] * len(request.needles),
+        "forms": list(NEEDLE_FORMS), "searched": request.needle_scope, "occurrences_after": 0,
+    }  # fmt: skip
+    kept = tuple(("", "0" * 36) for _ in request.kept)
+    members = _members(
+        backend, request, Measurement(EMPTY_ROOT, {}, units), kept,
+        placeholder if request.needles else None,
+    )  # fmt: skip
     try:
-        st = build_statement(
+        st = _statement(
+            members,
+            request=request,
+            backend=backend,
             receipt_id="00000000-0000-4000-8000-000000000000",
             issued_at="2000-01-01T00:00:00Z",
-            thread_id=request.thread_id,
-            store_namespaces=request.store_namespaces,
-            tombstone=request.tombstone,
-            backend=_backend_info(backend),
             pre_digest=EMPTY_ROOT.hex(),
             pre_tables=zero,
             post_digest=EMPTY_ROOT.hex(),
@@ -391,6 +665,34 @@ def preflight(
             f"cannot attest an erasure of this scope: its receipt (~{size} bytes) would be "
             f"over the {MAX_INPUT_BYTES}-byte limit verifiers enforce"
         )
+
+
+_EXTRA = ("kept_state", "units", "needles", "request", "authorization")
+
+
+def _statement(
+    members: Mapping[str, Any],
+    *,
+    request: ErasureRequest,
+    backend: ErasureBackend,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Build the statement from the counts and the kind-specific ``members`` (an entry
+    journaled before kinds existed has none: a thread receipt without ``kind``)."""
+    info = _backend_info(backend)
+    if "database" in members:
+        info["database"] = members["database"]
+    return build_statement(
+        thread_id=request.thread_id,
+        store_namespaces=request.store_namespaces,
+        tombstone=request.tombstone,
+        backend=info,
+        kind=members.get("kind"),
+        scope=members.get("scope"),
+        subject_name=members.get("subject_name"),
+        extra={k: members[k] for k in _EXTRA if k in members},
+        **fields,
+    )
 
 
 def _backend_info(backend: ErasureBackend) -> dict[str, Any]:
@@ -426,7 +728,7 @@ def final_statement(
     found = {name: n for name, n, _ in api_checks if n}
     if found:
         raise ErasureIncompleteError(
-            f"public API still returns data for thread {outcome.request.thread_id!r}: {found}",
+            f"public API still returns data for {outcome.request.label}: {found}",
             remaining=found,
         )
     checks = outcome.checks + [
@@ -434,13 +736,12 @@ def final_statement(
     ]
     if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
         raise ErasureIncompleteError("post-state digest is not the empty root")
-    return build_statement(
+    return _statement(
+        outcome.members,
+        request=outcome.request,
+        backend=outcome.backend,
         receipt_id=outcome.receipt_id,
         issued_at=outcome.issued_at,
-        thread_id=outcome.request.thread_id,
-        store_namespaces=outcome.request.store_namespaces,
-        tombstone=outcome.request.tombstone,
-        backend=_backend_info(outcome.backend),
         pre_digest=outcome.pre_digest,
         pre_tables={k: v.to_json() for k, v in outcome.pre_tables.items()},
         post_digest=outcome.post_digest,
@@ -452,14 +753,27 @@ def final_statement(
     )
 
 
-def sign_and_archive(statement: Mapping[str, Any], signer: Signer, archive: Path | None) -> Receipt:
-    """Phase two, part two: sign and write ``<archive>/<receipt_id>.json`` durably.
+def sign_and_archive(
+    statement: Mapping[str, Any], signer: Signer, archive: Path | ReceiptLog | None
+) -> Receipt:
+    """Phase two, part two: sign and write ``<archive>/<receipt_id>.json`` durably, or
+    append the receipt to a :class:`~erasure_receipts.log.ReceiptLog`.
 
     Idempotent: if the file already holds this very receipt (another process signed the
     same journaled statement), that is success; anything else there is never replaced.
+    A log returns the existing entry for identical bytes and refuses a different receipt
+    under the same id.
     """
     receipt = Receipt.sign(statement, signer)
     if archive is None:
+        return receipt
+    if not isinstance(archive, Path):
+        from .log import LogConflictError
+
+        try:
+            archive.append(receipt)
+        except LogConflictError as exc:
+            raise ErasureIncompleteError(exc.message) from None
         return receipt
     archive.mkdir(parents=True, exist_ok=True)
     path = archive / f"{receipt.receipt_id}.json"

@@ -125,7 +125,8 @@ class _PgAttesting(Attesting):
             if self._store_rows:
                 rows_ns = request.store_namespaces
             else:
-                extra.append(StoreSweepPart(self.store, request.store_namespaces))
+                unit = "store" if request.kind == "subject" else ""
+                extra.append(StoreSweepPart(self.store, request.store_namespaces, unit=unit))
         return PostgresBackend(
             session,
             request.thread_id,
@@ -138,6 +139,7 @@ class _PgAttesting(Attesting):
             vacuum=self.vacuum,
             lock_timeout_ms=self.lock_timeout_ms,
             residue_scan=bool(residue_scan),
+            threads=list(request.threads) if request.kind == "subject" else None,
         )
 
     def _retryable(self, exc: ErasureIncompleteError) -> bool:
@@ -289,13 +291,14 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
             return fn(s, *args)
 
     def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        tid = request.thread_id
-        found = sum(
-            1
-            for ns in namespaces | {""}
-            if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
-        )
-        listed = sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
+        found = listed = 0
+        for tid in request.all_threads:
+            found += sum(
+                1
+                for ns in namespaces | {""}
+                if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
+            )
+            listed += sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
         stored = None
         if request.store_namespaces:
             assert self.store is not None
@@ -536,14 +539,14 @@ class AsyncAttestingPostgresSaver(AsyncPostgresSaver, _PgAttesting, AsyncFlows):
     # -- the hooks of the shared flows ---------------------------------------------------
 
     async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        tid = request.thread_id
-        found = 0
-        for ns in namespaces | {""}:
-            if await self.aget_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}):
-                found += 1
-        listed = 0
-        async for _ in self.alist({"configurable": {"thread_id": tid}}):
-            listed += 1
+        found = listed = 0
+        for tid in request.all_threads:
+            for ns in namespaces | {""}:
+                config: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+                if await self.aget_tuple(config):
+                    found += 1
+            async for _ in self.alist({"configurable": {"thread_id": tid}}):
+                listed += 1
         stored = None
         if request.store_namespaces:
             assert self.store is not None

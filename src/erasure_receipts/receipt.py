@@ -12,7 +12,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .canonical import MAX_SAFE_INTEGER, canonicalize, canonicalize_ascii_keys, parse_strict
+from .canonical import (
+    MAX_SAFE_INTEGER,
+    canonicalize,
+    canonicalize_ascii_keys,
+    parse_own_layout,
+    parse_strict,
+)
 from .errors import MalformedReceiptError
 from .signing import PublicKey, Signer, b64decode, b64encode, key_id, pae
 
@@ -224,7 +230,21 @@ _K_PREDICATE = frozenset(
         "post_state", "methods", "checks", "residue", "out_of_scope", "generator",
     )
 )  # fmt: skip
+_K_PREDICATE_OPT = frozenset(("kind", "kept_state", "units", "needles", "request", "authorization"))
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
+_K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
+_K_SCOPE_SUBJECT = frozenset(
+    ("subject", "threads", "discovery", "checkpoint_namespaces", "store_namespaces", "tombstone")
+)
+_K_SCOPE_OPT = frozenset(("privacy",))
+_K_PRIVACY = frozenset(("mode", "key_id"))
+_K_DISCOVERY = frozenset(("metadata_key",))
+_K_KEPT = frozenset(("digest", "leaves", "tables", "checkpoints"))
+_K_KEPT_CP = frozenset(("checkpoint_ns", "checkpoint_id"))
+_K_UNIT = frozenset(("name", "digest", "leaves", "tables"))
+_K_NEEDLES = frozenset(("commitment", "salt", "values", "forms", "searched", "occurrences_after"))
+KINDS = ("thread", "history", "subject")
+"""Receipt kinds (RECEIPT_SPEC.md section 9); a predicate without ``kind`` is ``thread``."""
 _K_BACKEND = frozenset(("kind", "saver", "store", "database", "versions"))
 _K_MERKLE = frozenset(("algorithm", "leaf_encoding"))
 _K_PRE = frozenset(("digest", "leaves", "tables"))
@@ -247,6 +267,74 @@ def _state(v: Any, path: str) -> dict[str, Any]:
     return s
 
 
+def _scope(v: Any, kind: str) -> None:
+    keys = {"thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT}[kind]
+    sc = _obj(v, "predicate.scope", keys, _K_SCOPE_OPT)
+    if kind == "subject":
+        _str(sc["subject"], "predicate.scope.subject", max_len=MAX_THREAD_ID)
+        threads = _list(sc["threads"], "predicate.scope.threads", 1)
+        for i, t in enumerate(threads):
+            _str(t, ("predicate.scope.threads", i), max_len=MAX_THREAD_ID)
+        if threads != sorted(set(threads)):
+            raise _fail("predicate.scope.threads", "must be sorted and unique")
+        if sc["discovery"] is not None:
+            d = _obj(sc["discovery"], "predicate.scope.discovery", _K_DISCOVERY)
+            _str(d["metadata_key"], "predicate.scope.discovery.metadata_key", max_len=256)
+    else:
+        _str(sc["thread_id"], "predicate.scope.thread_id", max_len=MAX_THREAD_ID)
+    if kind == "history" and sc["keep"] != "latest":
+        raise _fail("predicate.scope.keep", 'must be "latest"')
+    if "privacy" in sc:
+        pr = _obj(sc["privacy"], "predicate.scope.privacy", _K_PRIVACY)
+        if pr["mode"] != "hmac-sha256":
+            raise _fail("predicate.scope.privacy.mode", 'must be "hmac-sha256"')
+        _str(pr["key_id"], "predicate.scope.privacy.key_id", is_hex64)
+
+
+def _kind_members(p: dict[str, Any], kind: str) -> None:
+    """``kept_state`` (history), ``units`` (subject) and ``needles`` (both) exactly
+    where their kind has them."""
+    if ("kept_state" in p) != (kind == "history"):
+        raise _fail("predicate.kept_state", f"is required for history receipts only ({kind})")
+    if ("units" in p) != (kind == "subject"):
+        raise _fail("predicate.units", f"is required for subject receipts only ({kind})")
+    if "needles" in p and kind == "thread":
+        raise _fail("predicate.needles", "is not allowed in thread receipts")
+    if kind == "history":
+        k = _obj(p["kept_state"], "predicate.kept_state", _K_KEPT)
+        _state({x: k[x] for x in _K_PRE}, "predicate.kept_state")
+        path: JPath = "predicate.kept_state.checkpoints"
+        for i, c in enumerate(_list(k["checkpoints"], path)):
+            c = _obj(c, (path, i), _K_KEPT_CP)
+            if type(c["checkpoint_ns"]) is not str or len(c["checkpoint_ns"]) > 1024:
+                raise _fail((path, i, "checkpoint_ns"), "must be a string")
+            _str(c["checkpoint_id"], (path, i, "checkpoint_id"), max_len=256)
+    if kind == "subject":
+        path = "predicate.units"
+        for i, u in enumerate(_list(p["units"], path, 1)):
+            u = _obj(u, (path, i), _K_UNIT)
+            _str(u["name"], (path, i, "name"), max_len=MAX_THREAD_ID + 16)
+            _state({x: u[x] for x in _K_PRE}, f"predicate.units[{i}]")
+    if "needles" in p:
+        n = _obj(p["needles"], "predicate.needles", _K_NEEDLES)
+        if n["commitment"] != "hmac-sha256":
+            raise _fail("predicate.needles.commitment", 'must be "hmac-sha256"')
+        if n["salt"] is not None:
+            salt = _str(n["salt"], "predicate.needles.salt", max_len=64)
+            try:
+                if len(b64decode(salt)) != 16:
+                    raise ValueError
+            except ValueError:
+                raise _fail("predicate.needles.salt", "must be 16 bytes, base64") from None
+        for i, v in enumerate(_list(n["values"], "predicate.needles.values", 1)):
+            _str(v, ("predicate.needles.values", i), is_hex64)
+        for i, f in enumerate(_list(n["forms"], "predicate.needles.forms", 1)):
+            _str(f, ("predicate.needles.forms", i), is_name)
+        if n["searched"] not in ("thread", "database"):
+            raise _fail("predicate.needles.searched", 'must be "thread" or "database"')
+        _int(n["occurrences_after"], "predicate.needles.occurrences_after")
+
+
 def validate_statement(st: Any) -> dict[str, Any]:
     """Check the statement's structure (the schema); raises ``MalformedReceiptError``."""
     if type(st) is not dict:
@@ -267,14 +355,18 @@ def validate_statement(st: Any) -> dict[str, Any]:
     _str(sub["name"], "subject[0].name", max_len=MAX_THREAD_ID + 64)
     _digest(sub["digest"], "subject[0].digest")
 
-    p = _obj(st["predicate"], "predicate", _K_PREDICATE)
+    p = _obj(st["predicate"], "predicate", _K_PREDICATE, _K_PREDICATE_OPT)
+    kind = p.get("kind", "thread")
+    if type(kind) is not str or kind not in KINDS:
+        raise _fail("predicate.kind", f"unknown kind {kind!r}")
     _str(p["receipt_id"], "predicate.receipt_id", is_uuid)
     _str(p["issued_at"], "predicate.issued_at", is_time)
     if type(p["status"]) is not str or p["status"] not in _STATUSES:
         raise _fail("predicate.status", f"unknown status {p['status']!r}")
 
-    sc = _obj(p["scope"], "predicate.scope", _K_SCOPE)
-    _str(sc["thread_id"], "predicate.scope.thread_id", max_len=MAX_THREAD_ID)
+    _scope(p["scope"], kind)
+    _kind_members(p, kind)
+    sc = p["scope"]
     if sc["checkpoint_namespaces"] != "all":
         raise _fail("predicate.scope.checkpoint_namespaces", 'must be "all"')
     path: JPath = "predicate.scope.store_namespaces"
@@ -334,7 +426,157 @@ def validate_statement(st: Any) -> dict[str, Any]:
     g = _obj(p["generator"], "predicate.generator", _K_GEN)
     _str(g["name"], "predicate.generator.name", is_name)
     _str(g["version"], "predicate.generator.version", max_len=64)
+    if "request" in p or "authorization" in p:  # section 9.6; only such receipts import it
+        from .request import validate_request_members
+
+        validate_request_members(p)
     return st
+
+
+# The batch verifier's fast path. ``statement_is_valid(st)`` returns True only for a
+# statement ``validate_statement`` accepts (same rules, written as one function with the
+# checks inlined); anything else - including everything it does not know - returns
+# False, and the caller runs ``validate_statement`` for the verdict and its reason. A
+# rule added to ``validate_statement`` must be added here too (or this must return
+# False for it): tests/test_verify_jobs.py checks the two agree on mutated statements.
+
+_K_CHECK_DETAIL = _K_CHECK | _K_CHECK_OPT
+
+
+def _s(v: Any, max_len: int = 1024) -> bool:
+    return type(v) is str and 0 < len(v) <= max_len
+
+
+def _n(v: Any) -> bool:
+    return type(v) is str and is_name(v)
+
+
+def _names_ok(m: Any) -> bool:
+    if type(m) is not dict or len(m) > MAX_LIST:
+        return False
+    return all(is_name(k) for k in m)
+
+
+def _digest_ok(d: Any) -> bool:
+    if type(d) is not dict or d.keys() != _K_DIGEST:
+        return False
+    h = d["sha256"]
+    return type(h) is str and is_hex64(h)
+
+
+def _state_ok(s: Any) -> bool:
+    if type(s) is not dict or s.keys() != _K_PRE or not _digest_ok(s["digest"]):
+        return False
+    leaves, tables = s["leaves"], s["tables"]
+    if type(leaves) is not int or not 0 <= leaves <= MAX_SAFE_INTEGER or not _names_ok(tables):
+        return False
+    for t in tables.values():
+        if type(t) is not dict or t.keys() != _K_TABLE_PRE:
+            return False
+        rows, size = t["rows"], t["bytes"]
+        if type(rows) is not int or type(size) is not int:
+            return False
+        if not (0 <= rows <= MAX_SAFE_INTEGER and 0 <= size <= MAX_SAFE_INTEGER):
+            return False
+    return True
+
+
+def statement_is_valid(st: Any) -> bool:
+    """True only if ``validate_statement(st)`` would accept ``st`` (a fast check for
+    batches; False means "run ``validate_statement``", not necessarily invalid)."""
+    if type(st) is not dict or st.keys() != _K_STATEMENT:
+        return False
+    if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
+        return False
+    subjects = st["subject"]
+    if type(subjects) is not list or len(subjects) != 1:
+        return False
+    sub = subjects[0]
+    if type(sub) is not dict or sub.keys() != _K_SUBJECT:
+        return False
+    if not _s(sub["name"], MAX_THREAD_ID + 64) or not _digest_ok(sub["digest"]):
+        return False
+    p = st["predicate"]
+    if type(p) is not dict or p.keys() != _K_PREDICATE:
+        return False
+    v = p["receipt_id"]
+    if type(v) is not str or not is_uuid(v):
+        return False
+    v = p["issued_at"]
+    if type(v) is not str or not is_time(v):
+        return False
+    v = p["status"]
+    if type(v) is not str or v not in _STATUSES:
+        return False
+    sc = p["scope"]
+    if type(sc) is not dict or sc.keys() != _K_SCOPE or not _s(sc["thread_id"], MAX_THREAD_ID):
+        return False
+    if sc["checkpoint_namespaces"] != "all" or type(sc["tombstone"]) is not bool:
+        return False
+    namespaces = sc["store_namespaces"]
+    if type(namespaces) is not list or len(namespaces) > MAX_LIST:
+        return False
+    for ns in namespaces:
+        if type(ns) is not list or not 0 < len(ns) <= MAX_LIST or not all(map(_s, ns)):
+            return False
+    be = p["backend"]
+    if type(be) is not dict or be.keys() != _K_BACKEND or not _n(be["kind"]):
+        return False
+    if not _n(be["saver"]) or (be["store"] is not None and not _n(be["store"])):
+        return False
+    versions = be["versions"]
+    if not _s(be["database"], 4096) or not _names_ok(versions):
+        return False
+    if not all(_s(x, 64) for x in versions.values()):
+        return False
+    mk = p["merkle"]
+    if type(mk) is not dict or mk.keys() != _K_MERKLE:
+        return False
+    if mk["algorithm"] != "rfc9162-sha256" or mk["leaf_encoding"] != "erasure-receipts-row-v1":
+        return False
+    if not _state_ok(p["pre_state"]) or not _state_ok(p["post_state"]):
+        return False
+    methods = p["methods"]
+    if not _names_ok(methods) or not all(map(_n, methods.values())):
+        return False
+    checks = p["checks"]
+    if type(checks) is not list or not 0 < len(checks) <= MAX_LIST:
+        return False
+    for c in checks:
+        if type(c) is not dict:
+            return False
+        keys = c.keys()
+        if keys != _K_CHECK and (keys != _K_CHECK_DETAIL or not _s(c["detail"], 4096)):
+            return False
+        v = c["result"]
+        if not _n(c["name"]) or type(v) is not str or v not in _CHECK_RESULTS:
+            return False
+    residue = p["residue"]
+    if type(residue) is not list or len(residue) > MAX_LIST:
+        return False
+    for r in residue:
+        if type(r) is not dict or r.keys() != _K_RESIDUE or not _n(r["action"]):
+            return False
+        v = r["status"]
+        if type(v) is not str or v not in _RESIDUE_STATUSES or not _names_ok(r["detail"]):
+            return False
+        for v in r["detail"].values():
+            t = type(v)
+            if t is int:
+                if not 0 <= v <= MAX_SAFE_INTEGER:
+                    return False
+            elif v is not None and t is not bool and not _s(v, 4096):
+                return False
+    oos = p["out_of_scope"]
+    if type(oos) is not list or not 0 < len(oos) <= MAX_LIST:
+        return False
+    for o in oos:
+        if type(o) is not dict or o.keys() != _K_OOS or not _n(o["id"]) or not _s(o["note"], 4096):
+            return False
+    g = p["generator"]
+    if type(g) is not dict or g.keys() != _K_GEN:
+        return False
+    return _n(g["name"]) and _s(g["version"], 64)
 
 
 # -- the receipt ------------------------------------------------------------------------
@@ -522,8 +764,10 @@ class Receipt:
 
     @property
     def thread_id(self) -> str:
-        """The erased thread, ``predicate.scope.thread_id`` (unverified)."""
-        return str(self.predicate["scope"]["thread_id"])
+        """The erased thread, ``predicate.scope.thread_id`` - or, for a subject receipt,
+        the subject (unverified)."""
+        scope = self.predicate["scope"]
+        return str(scope["thread_id"] if "thread_id" in scope else scope["subject"])
 
     @property
     def status(self) -> str:
@@ -599,6 +843,12 @@ class Receipt:
                 raise MalformedReceiptError(
                     "text is not valid Unicode (lone surrogate)", reason="not_utf8"
                 ) from None
+        doc = parse_own_layout(data)
+        if doc is not None:  # a batch's fast path; any doubt goes the strict way
+            try:
+                return cls.from_obj(doc)
+            except MalformedReceiptError:
+                pass  # parse_strict below gives the precise reason (e.g. "float")
         return cls.from_obj(parse_strict(data))
 
     @classmethod
@@ -614,7 +864,9 @@ class Receipt:
                 f"unknown media_type {doc.get('media_type')!r}", reason="unknown_version"
             )
         _obj(doc, "document", _K_FILE, _K_FILE_OPT)
-        st = validate_statement(doc["statement"])
+        st = doc["statement"]
+        if not statement_is_valid(st):
+            validate_statement(st)
         pub = None
         if "public_key" in doc:
             pk = _obj(doc["public_key"], "public_key", _K_PUB)
@@ -683,7 +935,7 @@ def build_statement(
     *,
     receipt_id: str,
     issued_at: str,
-    thread_id: str,
+    thread_id: str | None,
     store_namespaces: Sequence[Sequence[str]],
     tombstone: bool,
     backend: Mapping[str, Any],
@@ -695,22 +947,38 @@ def build_statement(
     checks: Sequence[Mapping[str, str]],
     residue: Sequence[Mapping[str, Any]],
     generator_version: str,
+    kind: str | None = None,
+    scope: Mapping[str, Any] | None = None,
+    subject_name: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble an erasure statement; the engine calls this only after verification."""
+    """Assemble an erasure statement; the engine calls this only after verification.
+
+    Without ``kind`` it is a thread receipt as receipts were before kinds existed (no
+    ``kind`` member). ``scope`` replaces the thread scope built from ``thread_id``,
+    ``store_namespaces`` and ``tombstone``; ``subject_name`` the subject's name; ``extra``
+    adds kind-specific predicate members (``kept_state``, ``units``, ``needles``, ...).
+    """
+    if scope is None:
+        scope = {
+            "thread_id": thread_id,
+            "checkpoint_namespaces": "all",
+            "store_namespaces": [list(ns) for ns in store_namespaces],
+            "tombstone": tombstone,
+        }
+    if subject_name is None:
+        subject_name = f"langgraph-thread:{thread_id}"
+    head = {} if kind is None else {"kind": kind}
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": f"langgraph-thread:{thread_id}", "digest": {"sha256": pre_digest}}],
+        "subject": [{"name": subject_name, "digest": {"sha256": pre_digest}}],
         "predicateType": PREDICATE_TYPE,
         "predicate": {
+            **head,
             "receipt_id": receipt_id,
             "issued_at": issued_at,
             "status": "erased",
-            "scope": {
-                "thread_id": thread_id,
-                "checkpoint_namespaces": "all",
-                "store_namespaces": [list(ns) for ns in store_namespaces],
-                "tombstone": tombstone,
-            },
+            "scope": dict(scope),
             "backend": dict(backend),
             "merkle": {"algorithm": "rfc9162-sha256", "leaf_encoding": "erasure-receipts-row-v1"},
             "pre_state": {
@@ -728,5 +996,6 @@ def build_statement(
             "residue": [dict(r) for r in residue],
             "out_of_scope": [{"id": i, "note": n} for i, n in OUT_OF_SCOPE],
             "generator": {"name": "langgraph-erasure-receipts", "version": generator_version},
+            **(extra or {}),
         },
     }

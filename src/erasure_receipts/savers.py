@@ -58,6 +58,7 @@ from .backends.sqlite import (
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
 from .errors import NotALangGraphDatabaseError, NothingToEraseError, ThreadErasedError
+from .log import ReceiptLog
 from .proof import LeafRecord
 from .receipt import Receipt
 from .signing import Signer
@@ -110,7 +111,8 @@ class _SqliteAttesting(Attesting):
             if self._store_rows:
                 rows_ns = request.store_namespaces
             else:
-                extra.append(StoreSweepPart(self.store, request.store_namespaces))
+                unit = "store" if request.kind == "subject" else ""
+                extra.append(StoreSweepPart(self.store, request.store_namespaces, unit=unit))
         return SqliteBackend(
             conn,
             request.thread_id,
@@ -121,6 +123,7 @@ class _SqliteAttesting(Attesting):
             extra_residue=(lambda: self._store_residue(bool(residue_scan))) if extra else None,
             versions=_versions(),
             residue_scan=residue_scan,
+            threads=list(request.threads) if request.kind == "subject" else None,
         )
 
     def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:
@@ -171,7 +174,8 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         store: the application's ``BaseStore``; its items under the namespaces given to
             ``erase_thread`` are erased with the thread. A ``SqliteStore`` in the same
             database file is erased in the same transaction; any other store is swept.
-        archive: directory where every receipt is written durably before returning.
+        archive: directory where every receipt is written durably before returning,
+            or a ``ReceiptLog`` (erasure_receipts.log) to append it to a signed log.
         namespaces_for: ``thread_id -> store namespace prefixes`` used by
             ``delete_thread`` (which other code, e.g. LangGraph itself, may call).
             Requires ``store``.
@@ -195,7 +199,7 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         signer: Signer,
         serde: SerializerProtocol | None = None,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
@@ -215,7 +219,7 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         signer: Signer,
         serde: SerializerProtocol | None = None,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
@@ -290,13 +294,14 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
             return fn(self.conn, *args)
 
     def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        tid = request.thread_id
-        found = sum(
-            1
-            for ns in namespaces | {""}
-            if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
-        )
-        listed = sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
+        found = listed = 0
+        for tid in request.all_threads:
+            found += sum(
+                1
+                for ns in namespaces | {""}
+                if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
+            )
+            listed += sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
         stored = None
         if request.store_namespaces:
             assert self.store is not None
@@ -453,7 +458,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _SqliteAttesting, AsyncFlows):
         signer: Signer,
         serde: SerializerProtocol | None = None,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
@@ -474,7 +479,7 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _SqliteAttesting, AsyncFlows):
         signer: Signer,
         serde: SerializerProtocol | None = None,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
@@ -557,14 +562,14 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _SqliteAttesting, AsyncFlows):
         return result
 
     async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        tid = request.thread_id
-        found = 0
-        for ns in namespaces | {""}:
-            if await self.aget_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}):
-                found += 1
-        listed = 0
-        async for _ in self.alist({"configurable": {"thread_id": tid}}):
-            listed += 1
+        found = listed = 0
+        for tid in request.all_threads:
+            for ns in namespaces | {""}:
+                config: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+                if await self.aget_tuple(config):
+                    found += 1
+            async for _ in self.alist({"configurable": {"thread_id": tid}}):
+                listed += 1
         stored = None
         if request.store_namespaces:
             assert self.store is not None

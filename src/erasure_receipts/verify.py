@@ -68,11 +68,21 @@ REASONS: tuple[tuple[str, int, str], ...] = (
     ("not_empty", 1, "status erased but the post-state is not empty"),
     ("check_failed", 1, "status erased but a check did not pass"),
     ("out_of_scope_missing", 1, "a required out_of_scope id is missing"),
+    ("units_mismatch", 1, "a subject receipt's units do not add up to its pre-state"),
+    ("needles_remain", 1, "status erased but a needle still occurs"),
+    ("authorization_mismatch", 1, "the authorization names another request or scope"),
+    ("authorization_expired", 1, "the erasure began after the authorization's not_after"),
+    ("authorization_untrusted", 1, "the authorization is not signed by a trusted approver"),
+    ("authorization_bad_signature", 1, "an approver's signature does not verify"),
+    ("not_in_log", 1, "verified, but not in the --log receipt log"),
     ("internal_error", 1, "a bug in the verifier"),
 )
 """Every per-file ``reason`` code ``receipt verify`` reports: (code, exit code, meaning).
 The single source of truth: schemas/verify-result.schema.json lists the same codes in
 its enum and RECEIPT_SPEC.md section 6 in its table (the tests check all three agree)."""
+
+ROLES = ("signer", "approver")
+"""Trust-file key roles (RECEIPT_SPEC.md 7): receipt signers, erasure approvers (9.6)."""
 
 
 def _display(path: str | bytes) -> str:
@@ -133,9 +143,12 @@ class TrustedKey:
     ``not_before``/``not_after`` are RFC 3339 UTC strings in the receipt's own format
     (``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``). Rotation = a new key with ``not_before`` set,
     and the old key given a ``not_after``.
+
+    ``role`` is ``"signer"`` (signs receipts; the default) or ``"approver"`` (signs
+    erasure authorizations, RECEIPT_SPEC.md 9.6); a key is trusted only in its role.
     """
 
-    __slots__ = ("_after", "_before", "key", "name", "not_after", "not_before")
+    __slots__ = ("_after", "_before", "key", "name", "not_after", "not_before", "role")
 
     def __init__(
         self,
@@ -143,11 +156,14 @@ class TrustedKey:
         name: str = "",
         not_before: str | None = None,
         not_after: str | None = None,
+        role: str = "signer",
     ) -> None:
         if not isinstance(key, PublicKey):
             raise TypeError(f"TrustedKey needs a PublicKey, not {type(key).__name__}")
         if type(name) is not str:
             raise TypeError("TrustedKey name must be a str")
+        if role not in ROLES or type(role) is not str:
+            raise KeyFormatError(f"role {role!r} is not one of {', '.join(ROLES)}")
         for label, t in (("not_before", not_before), ("not_after", not_after)):
             if t is not None and (type(t) is not str or not is_time(t)):
                 raise KeyFormatError(
@@ -157,6 +173,7 @@ class TrustedKey:
         self.name = name
         self.not_before = not_before
         self.not_after = not_after
+        self.role = role
         self._before = None if not_before is None else _normalise_time(not_before)
         self._after = None if not_after is None else _normalise_time(not_after)
         if self._before is not None and self._after is not None and self._before >= self._after:
@@ -166,7 +183,8 @@ class TrustedKey:
             )
 
     def __repr__(self) -> str:
-        return f"TrustedKey({self.key!r}, name={self.name!r})"
+        role = f", role={self.role!r}" if self.role != "signer" else ""
+        return f"TrustedKey({self.key!r}, name={self.name!r}{role})"
 
     def valid_at(self, issued_at: str) -> bool:
         """Whether a receipt issued at ``issued_at`` falls in [not_before, not_after).
@@ -193,7 +211,9 @@ def _normalise_time(t: str) -> str:
 
 
 class TrustStore:
-    """The set of keys an auditor accepts, looked up by key id."""
+    """The set of keys an auditor accepts, looked up by key id: receipt signers
+    (:meth:`get`) and erasure approvers (:meth:`approvers`). One key cannot have both
+    roles (four eyes: whoever signs receipts cannot approve erasures)."""
 
     def __init__(self, keys: Iterable[TrustedKey | PublicKey] = ()) -> None:
         given: object = keys  # callers without type checking pass anything
@@ -201,23 +221,44 @@ class TrustStore:
             raise TypeError(
                 f"trusted keys must be PublicKey/TrustedKey objects, not {type(given).__name__}"
             )
-        self._by_id: dict[str, list[TrustedKey]] = {}
+        self._by_id: dict[str, list[TrustedKey]] = {}  # signers
+        self._approvers: dict[str, list[TrustedKey]] = {}
+        self._all: list[TrustedKey] = []
         for k in keys:
             if not isinstance(k, TrustedKey | PublicKey):
                 raise TypeError(f"a trusted key must be a PublicKey, not {type(k).__name__}")
             tk = k if isinstance(k, TrustedKey) else TrustedKey(k)
-            self._by_id.setdefault(tk.key.key_id, []).append(tk)
+            mine, other = (
+                (self._approvers, self._by_id)
+                if tk.role == "approver"
+                else (self._by_id, self._approvers)
+            )
+            if tk.key.key_id in other:
+                raise KeyFormatError(
+                    f"key {tk.key.key_id[:16]} is trusted both as a receipt signer and as an "
+                    "approver; four eyes need two keys"
+                )
+            mine.setdefault(tk.key.key_id, []).append(tk)
+            self._all.append(tk)
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_id.values())
+        return len(self._all)
 
     def __iter__(self) -> Iterator[TrustedKey]:
-        for keys in self._by_id.values():
-            yield from keys
+        """Every entry, signers and approvers, in the order given."""
+        return iter(self._all)
+
+    def signers(self) -> list[TrustedKey]:
+        """The entries trusted to sign receipts (role ``signer``)."""
+        return [tk for tk in self._all if tk.role == "signer"]
+
+    def approvers(self, keyid: str) -> list[TrustedKey]:
+        """Every approver entry with this key id (role ``approver``); empty if none."""
+        return self._approvers.get(keyid, [])
 
     def get(self, keyid: str) -> list[TrustedKey]:
-        """Every trusted entry with this key id (one key may have several validity
-        windows); empty if the key is not trusted."""
+        """Every entry trusted to sign receipts with this key id (one key may have
+        several validity windows); empty if the key is not a trusted signer."""
         return self._by_id.get(keyid, [])
 
     @classmethod
@@ -226,8 +267,8 @@ class TrustStore:
 
         ``data`` is the file's bytes or its text. Each key has ``ed25519`` (base64 raw
         key) or ``pem``, and optionally ``name``, ``not_before`` and ``not_after`` (real
-        RFC 3339 UTC times, ``not_before`` < ``not_after``). See RECEIPT_SPEC.md,
-        "Trust files".
+        RFC 3339 UTC times, ``not_before`` < ``not_after``) and ``role`` (``"signer"``,
+        the default, or ``"approver"``). See RECEIPT_SPEC.md, "Trust files".
         """
         if isinstance(data, str):
             try:
@@ -246,13 +287,13 @@ class TrustStore:
         if type(keys) is not list or not keys or set(doc) != {"trust_version", "keys"}:
             raise KeyFormatError('trust file needs a non-empty "keys" array and nothing else')
         out = []
-        allowed = {"ed25519", "pem", "name", "not_before", "not_after"}
+        allowed = {"ed25519", "pem", "name", "not_before", "not_after", "role"}
         for i, k in enumerate(keys):
             if type(k) is not dict or not set(k) <= allowed:
                 raise KeyFormatError(f"trust file keys[{i}] has unknown members")
             if ("ed25519" in k) == ("pem" in k):
                 raise KeyFormatError(f"trust file keys[{i}] needs exactly one of ed25519, pem")
-            for f in ("name", "not_before", "not_after", "ed25519", "pem"):
+            for f in ("name", "not_before", "not_after", "ed25519", "pem", "role"):
                 if f in k and type(k[f]) is not str:
                     raise KeyFormatError(f"trust file keys[{i}].{f} must be a string")
             for f in ("not_before", "not_after"):
@@ -265,7 +306,10 @@ class TrustStore:
                     pk = PublicKey.from_base64(k["ed25519"])
                 else:
                     pk = PublicKey.from_pem(k["pem"])
-                tk = TrustedKey(pk, k.get("name", ""), k.get("not_before"), k.get("not_after"))
+                tk = TrustedKey(
+                    pk, k.get("name", ""), k.get("not_before"), k.get("not_after"),
+                    k.get("role", "signer"),
+                )  # fmt: skip
             except KeyFormatError as exc:
                 raise KeyFormatError(f"trust file keys[{i}]: {exc.message}") from None
             out.append(tk)
@@ -281,8 +325,9 @@ class VerifiedReceipt:
     """
 
     __slots__ = (
-        "issued_at", "key_id", "key_name", "methods", "pre_digest", "receipt_id", "residue",
-        "statement", "status", "thread_id",
+        "approver", "approver_key_id", "issued_at", "key_id", "key_name", "methods",
+        "pre_digest", "receipt_id", "request", "residue", "sla_seconds", "statement",
+        "status", "thread_id",
     )  # fmt: skip
 
     receipt_id: str
@@ -295,6 +340,13 @@ class VerifiedReceipt:
     methods: dict[str, str]
     residue: tuple[tuple[str, str], ...]
     statement: dict[str, Any]
+    request: dict[str, Any] | None
+    """The verified ``request`` member (RECEIPT_SPEC.md 9.6), or None."""
+    approver: str | None
+    """The trusted approver key's name (its key id if unnamed), or None."""
+    approver_key_id: str | None
+    sla_seconds: int | None
+    """Whole seconds from ``request.received_at`` to ``issued_at``, or None."""
 
     def __init__(
         self,
@@ -309,6 +361,10 @@ class VerifiedReceipt:
         statement: dict[str, Any],
         methods: dict[str, str] | None = None,
         residue: tuple[tuple[str, str], ...] = (),
+        request: dict[str, Any] | None = None,
+        approver: str | None = None,
+        approver_key_id: str | None = None,
+        sla_seconds: int | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "receipt_id", receipt_id)
@@ -321,6 +377,10 @@ class VerifiedReceipt:
         set_(self, "statement", statement)
         set_(self, "methods", dict(methods or {}))
         set_(self, "residue", tuple(residue))
+        set_(self, "request", request)
+        set_(self, "approver", approver)
+        set_(self, "approver_key_id", approver_key_id)
+        set_(self, "sla_seconds", sla_seconds)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"VerifiedReceipt is read-only; cannot set {name!r}")
@@ -342,8 +402,22 @@ def check_semantics(statement: dict[str, Any]) -> None:
 
     if statement["subject"][0]["digest"]["sha256"] != pre["digest"]["sha256"]:
         raise bad("subject digest differs from the pre-state digest", "subject_digest_mismatch")
-    if statement["subject"][0]["name"] != f"langgraph-thread:{p['scope']['thread_id']}":
-        raise bad("subject name does not name the scope's thread", "subject_name_mismatch")
+    kind = p.get("kind", "thread")
+    scope = p["scope"]
+    name = {
+        "thread": lambda: f"langgraph-thread:{scope['thread_id']}",
+        "history": lambda: f"langgraph-thread-history:{scope['thread_id']}",
+        "subject": lambda: f"langgraph-subject:{scope['subject']}",
+    }[kind]()
+    if statement["subject"][0]["name"] != name:
+        raise bad("subject name does not name the scope", "subject_name_mismatch")
+    if kind == "history":
+        _check_kept(p["kept_state"], bad)
+    elif kind == "subject":
+        _check_units(p, bad)
+    needles = p.get("needles")
+    if needles is not None and p["status"] == "erased" and needles["occurrences_after"]:
+        raise bad("status is erased but a needle still occurs", "needles_remain")
     for label, s in (("pre", pre), ("post", post)):
         rows = sum(t["rows"] for t in s["tables"].values())
         if rows != s["leaves"]:
@@ -362,6 +436,58 @@ def check_semantics(statement: dict[str, Any]) -> None:
     missing = REQUIRED_OUT_OF_SCOPE - {o["id"] for o in p["out_of_scope"]}
     if missing:
         raise bad(f"out_of_scope lacks {', '.join(sorted(missing))}", "out_of_scope_missing")
+
+
+def scope_id(predicate: dict[str, Any]) -> str:
+    """What a receipt erased, in one string: the thread id (thread and history kinds) or
+    the data subject (subject kind), as the scope names it (possibly a commitment)."""
+    scope = predicate["scope"]
+    return str(scope["thread_id"] if "thread_id" in scope else scope["subject"])
+
+
+def _check_kept(kept: dict[str, Any], bad: Any) -> None:
+    rows = sum(t["rows"] for t in kept["tables"].values())
+    if rows != kept["leaves"]:
+        raise bad(f"kept-state leaves ({kept['leaves']}) != sum of table rows ({rows})")
+    if (kept["leaves"] == 0) != (kept["digest"]["sha256"] == EMPTY_ROOT_HEX):
+        raise bad("kept-state digest does not match its leaf count")
+    cps = kept["checkpoints"]
+    keys = [(c["checkpoint_ns"], c["checkpoint_id"]) for c in cps]
+    if keys != sorted(set(keys)):
+        raise bad("kept checkpoints must be sorted and unique")
+    table = kept["tables"].get("checkpoints")
+    if table is not None and table["rows"] != len(cps):
+        raise bad("kept checkpoints do not match the kept checkpoints table")
+
+
+def _check_units(p: dict[str, Any], bad: Any) -> None:
+    """The units are exactly the scope's threads (and the store), and add up to and
+    hash into the pre-state (RECEIPT_SPEC.md 9.3)."""
+    units, scope, pre = p["units"], p["scope"], p["pre_state"]
+    names = [u["name"] for u in units]
+    want = [f"thread:{t}" for t in scope["threads"]]
+    if scope["store_namespaces"]:
+        want.append("store")
+    if names != sorted(want):
+        raise bad("units do not name exactly the scope's threads and store", "units_mismatch")
+    tables: dict[str, list[int]] = {}
+    for u in units:
+        rows = sum(t["rows"] for t in u["tables"].values())
+        if rows != u["leaves"] or (u["leaves"] == 0) != (u["digest"]["sha256"] == EMPTY_ROOT_HEX):
+            raise bad(f"unit {u['name']!r} is inconsistent", "units_mismatch")
+        for k, t in u["tables"].items():
+            acc = tables.setdefault(k, [0, 0])
+            acc[0] += t["rows"]
+            acc[1] += t["bytes"]
+    if {k: [t["rows"], t["bytes"]] for k, t in pre["tables"].items()} != tables:
+        raise bad("units do not add up to the pre-state tables", "units_mismatch")
+    from .digest import units_root  # only subject receipts pay for this import
+
+    root = units_root((u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"])) for u in units)
+    if not pre["leaves"]:  # an empty scope has the empty root, whatever its units
+        root = bytes.fromhex(EMPTY_ROOT_HEX)
+    if root.hex() != pre["digest"]["sha256"]:
+        raise bad("units do not hash into the pre-state digest", "units_mismatch")
 
 
 def _signed_parts(r: Receipt) -> Receipt:
@@ -436,7 +562,7 @@ def verify_receipt(
     bad_trusted = False
     for sig in receipt.signatures:
         # A DSSE signature without a key id hint is tried against every trusted key.
-        for tk in trust.get(sig.keyid) if sig.keyid else list(trust):
+        for tk in trust.get(sig.keyid) if sig.keyid else trust.signers():
             if not tk.key.verify(sig.sig, message):
                 # Only a signature that names a trusted key proves tampering; a keyless
                 # one that fails may simply be someone else's.
@@ -457,6 +583,8 @@ def verify_receipt(
         if bad_trusted:
             raise SignatureError("signature does not match the statement (tampered?)")
         ids = ", ".join(s.keyid[:16] or "(no key id)" for s in receipt.signatures)
+        if any(trust.approvers(s.keyid) for s in receipt.signatures):
+            raise UntrustedKeyError(f"signed by key {ids}, an approver key: not a receipt signer")
         emb = receipt.public_key
         if emb is not None and any(
             s.keyid == emb.key_id and emb.verify(s.sig, message) for s in receipt.signatures
@@ -465,9 +593,15 @@ def verify_receipt(
         raise UntrustedKeyError(f"no signature by a trusted key (signed by {ids})")
     check_semantics(receipt.statement)
     p = receipt.predicate
+    request = approver = None
+    if "request" in p:  # section 9.6: only receipts with a request import this
+        from .request import seconds_between, verify_request
+
+        approver = verify_request(p, trust)
+        request = dict(p["request"])
     return VerifiedReceipt(
         receipt_id=p["receipt_id"],
-        thread_id=p["scope"]["thread_id"],
+        thread_id=scope_id(p),
         status=p["status"],
         issued_at=issued_at,
         pre_digest=p["pre_state"]["digest"]["sha256"],
@@ -476,4 +610,12 @@ def verify_receipt(
         statement=receipt.statement,
         methods=p["methods"],
         residue=tuple((r["action"], r["status"]) for r in p["residue"]),
+        request=request,
+        approver=None if approver is None else approver.name or approver.key.key_id,
+        approver_key_id=None if approver is None else approver.key.key_id,
+        sla_seconds=(
+            seconds_between(request["received_at"], issued_at)
+            if request is not None and request["received_at"] is not None
+            else None
+        ),
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ __all__ = [
     "SyncSession",
     "database_label",
     "ensure_schema",
+    "installed_version",
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
@@ -68,8 +70,13 @@ TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 ADVISORY_CLASS = 1162039635
 """First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
 ``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
-SCHEMA_VERSION = "erasure_receipts schema 1"
-"""Stored as the trigger function's comment: ``setup()`` re-installs when it differs."""
+SCHEMA_VERSION = "erasure_receipts schema 2"
+"""Stored as the trigger function's comment; ``setup()`` upgrades an older version."""
+ENFORCING_VERSIONS = ("erasure_receipts schema 1", SCHEMA_VERSION)
+"""Versions whose triggers refuse erased threads: the erasure API uses any of them
+without installing anything (version 1 is the same check, slower and with names
+resolved through the writer's ``search_path``)."""
+
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 FETCH_ROWS = 500
 """Rows per ``FETCH`` from the server-side cursor: memory stays bounded by this page."""
@@ -98,21 +105,38 @@ SCHEMA_SQL: tuple[str, ...] = (
     """CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (issued_at)
     WHERE receipt_sha256 IS NULL""",
     "CREATE INDEX IF NOT EXISTS erasure_journal_thread ON erasure_journal (thread_id)",
-    f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_erased() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
+)
+"""Tables and indexes (``IF NOT EXISTS``), created in ``current_schema()``."""
+
+TRIGGER_FUNCTION_SQL = f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_erased()
+RETURNS trigger LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    locked pg_catalog.text;
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared({ADVISORY_CLASS}, hashtext(NEW.thread_id));
-    IF EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id) THEN
+    -- The shared lock first, then the look-up in a new snapshot (the function is
+    -- VOLATILE: under READ COMMITTED each statement sees what committed before it), so
+    -- a write that waited for an erasure sees its tombstone. An assignment (not
+    -- PERFORM) takes the lock as a simple expression, without an executor run.
+    locked := pg_catalog.pg_advisory_xact_lock_shared(
+        {ADVISORY_CLASS}, pg_catalog.hashtext(NEW.thread_id))::pg_catalog.text;
+    PERFORM FROM {{schema}}.erasure_tombstones t
+        WHERE t.thread_id OPERATOR(pg_catalog.=) NEW.thread_id;
+    IF FOUND THEN
         RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
             USING ERRCODE = 'P0001',
-                  DETAIL = 'thread_id ' || NEW.thread_id,
+                  DETAIL = pg_catalog.format('thread_id %s', NEW.thread_id),
                   HINT = 'reopen_thread() allows the thread id to be written again';
     END IF;
     RETURN NEW;
 END
-$fn$""",
-    f"COMMENT ON FUNCTION erasure_receipts_refuse_erased() IS '{SCHEMA_VERSION}'",
-    f"""DO $do$
+$fn$"""
+"""The trigger function (``{schema}``: where ``erasure_tombstones`` is). Every name is
+schema-qualified, so a writer's ``search_path`` (or a temporary table called
+``erasure_tombstones``) cannot point the look-up or the lock elsewhere. ``CREATE OR
+REPLACE`` keeps the function's OID: triggers created by an older version run the new
+body from the next statement on."""
+
+TRIGGERS_SQL = f"""DO $do$
 DECLARE t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY{list(CHECKPOINT_TABLES)!r} LOOP
@@ -124,10 +148,10 @@ BEGIN
         END IF;
     END LOOP;
 END
-$do$""",
-)
+$do$"""
 
 T = TypeVar("T")
+log = logging.getLogger("erasure_receipts")
 
 
 # -- sessions: one interface over sync and async connections --------------------------
@@ -281,33 +305,61 @@ def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iter
 
 
 def ensure_schema(session: Session) -> None:
-    """Create tombstone and journal tables, the trigger function and the triggers.
+    """Create tombstone and journal tables, the trigger function and the triggers, or
+    upgrade those of an older version.
 
     Idempotent and safe to run from several workers at once (serialised by an advisory
     lock); existing triggers are left alone, so no table lock is taken after the first
-    run.
+    run. An older version's function is replaced in place (``CREATE OR REPLACE``: its
+    triggers enforce the tombstones throughout); a role that may not replace it keeps
+    the older version, which still enforces them, and a warning says so.
     """
-    if schema_installed(session):
+    if installed_version(session) == SCHEMA_VERSION:
         return  # workers without CREATE/owner privileges can call setup() too
-    with session.transaction():
-        session.execute("SELECT pg_advisory_xact_lock(%s, 0)", (ADVISORY_CLASS,))
-        for statement in SCHEMA_SQL:
-            session.execute(statement)
+    try:
+        with session.transaction():
+            session.execute("SELECT pg_advisory_xact_lock(%s, 0)", (ADVISORY_CLASS,))
+            if installed_version(session) == SCHEMA_VERSION:
+                return  # installed by another worker while this one waited
+            for statement in SCHEMA_SQL:
+                session.execute(statement)
+            schema = str(session.query("SELECT current_schema()")[0][0])
+            quoted = '"' + schema.replace('"', '""') + '"'
+            session.execute(TRIGGER_FUNCTION_SQL.replace("{schema}", quoted))
+            session.execute(
+                f"COMMENT ON FUNCTION erasure_receipts_refuse_erased() IS '{SCHEMA_VERSION}'"
+            )
+            session.execute(TRIGGERS_SQL)
+    except pg_errors.InsufficientPrivilege as exc:
+        old = installed_version(session)
+        if old not in ENFORCING_VERSIONS:
+            raise
+        log.warning(
+            "erasure schema left at %r (its triggers still refuse erased threads): this role "
+            "may not upgrade it to %r (%s); run setup() once as the tables' owner",
+            old, SCHEMA_VERSION, str(exc).strip().splitlines()[0],
+        )  # fmt: skip
+
+
+def installed_version(session: Session) -> str | None:
+    """The installed schema version (the trigger function's comment), if the tables and
+    all three triggers exist; otherwise None."""
+    rows = session.query(
+        "SELECT CASE WHEN to_regclass('erasure_tombstones') IS NOT NULL "
+        "   AND to_regclass('erasure_journal') IS NOT NULL "
+        "   AND (SELECT count(*) FROM pg_trigger WHERE tgname = 'erasure_tombstone' "
+        "        AND tgrelid IN (to_regclass('checkpoints'), to_regclass('checkpoint_blobs'), "
+        "                        to_regclass('checkpoint_writes'))) = 3 "
+        "THEN obj_description(to_regprocedure('erasure_receipts_refuse_erased()'), 'pg_proc') "
+        "END"
+    )
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def schema_installed(session: Session) -> bool:
-    """Whether this version's tables, trigger function and three triggers exist."""
-    rows = session.query(
-        "SELECT to_regclass('erasure_tombstones') IS NOT NULL "
-        "   AND to_regclass('erasure_journal') IS NOT NULL "
-        "   AND coalesce(obj_description(to_regprocedure('erasure_receipts_refuse_erased()'),"
-        "                                'pg_proc') = %s, false) "
-        "   AND (SELECT count(*) FROM pg_trigger WHERE tgname = 'erasure_tombstone' "
-        "        AND tgrelid IN (to_regclass('checkpoints'), to_regclass('checkpoint_blobs'), "
-        "                        to_regclass('checkpoint_writes'))) = 3",
-        (SCHEMA_VERSION,),
-    )
-    return bool(rows and rows[0][0])
+    """Whether tables, trigger function and three triggers of an enforcing version (this
+    one or an older one that ``setup()`` would upgrade) exist."""
+    return installed_version(session) in ENFORCING_VERSIONS
 
 
 def is_tombstone_error(exc: BaseException) -> bool:
@@ -512,6 +564,10 @@ class PgTablePart:
     shape: _Table
     lock_rows: bool = False
     """``FOR UPDATE`` while erasing (store rows: no row lock-free writer can slip by)."""
+    unit: str = ""
+    """The receipt unit the rows belong to (``thread:<id>``, ``store``; "" = one tree)."""
+    role: str = "removed"
+    """``removed`` (measured and deleted) or ``kept`` (measured only: history receipts)."""
     method: str = "atomic-transaction"
     irreversible_deleted: int = 0
     namespaces_seen: set[str] = field(default_factory=set)
@@ -608,6 +664,7 @@ class PostgresBackend:
         vacuum: bool | str = False,
         lock_timeout_ms: int = 30_000,
         residue_scan: bool = False,
+        threads: Sequence[str] | None = None,
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
@@ -621,20 +678,33 @@ class PostgresBackend:
         self.vacuum = vacuum
         self.lock_timeout_ms = int(lock_timeout_ms)
         self.residue_scan = residue_scan
-        specs = [(t, "checkpoints", "thread_id = %s", [thread_id]) for t in CHECKPOINT_TABLES]
+        # Several threads (a subject): one unit per thread and one for the store.
+        self.threads = list(threads) if threads is not None else [thread_id]
+        units = threads is not None
+        specs = [
+            (table, "checkpoints", "thread_id = %s", [t], f"thread:{t}" if units else "")
+            for t in self.threads
+            for table in CHECKPOINT_TABLES
+        ]
         if store_rows_namespaces:
             where, params = namespace_condition(store_rows_namespaces)
-            specs += [("store", "store", where, params), ("store_vectors", "store", where, params)]
+            specs += [
+                ("store", "store", where, params, "store" * units),
+                ("store_vectors", "store", where, params, "store" * units),
+            ]
         self._parts: list[Part] = []
-        for table, group, where, params in specs:
-            shape = describe(session, table)
+        shapes: dict[str, _Table | None] = {}
+        for table, group, where, params, unit in specs:
+            if table not in shapes:
+                shapes[table] = describe(session, table)
+            shape = shapes[table]
             if shape is None:
                 # A table the database does not have (store_vectors without pgvector)
                 # holds nothing of the scope: left out of the receipt, not shown as 0.
                 continue
             self._parts.append(
                 PgTablePart(session, table, group, where, params, shape,
-                            lock_rows=group == "store")
+                            lock_rows=group == "store", unit=unit)
             )  # fmt: skip
         self._parts += list(extra_parts)
 
@@ -661,9 +731,8 @@ class PostgresBackend:
             # (a snapshot taken before the lock wait would miss a writer we waited for).
             s.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             s.execute(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
-            s.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, self.thread_id)
-            )
+            for t in sorted(set(self.threads)):  # one order for every erasure: no deadlock
+                s.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, t))
             yield
 
     @contextmanager
@@ -684,11 +753,20 @@ class PostgresBackend:
         return str(rows[0][0]) if rows else None
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
-        self.session.execute(
-            "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
-            "VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
-            (self.thread_id, receipt_id, erased_at),
-        )
+        for t in self.threads:
+            self.session.execute(
+                "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
+                "VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+                (t, receipt_id, erased_at),
+            )
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Where any of ``forms`` occurs in a stored value (see the SQLite backend's
+        ``find_needles``): ``text`` compared as text, ``jsonb`` as its ``::text`` form,
+        ``bytea`` as bytes."""
+        return find_needles(self.session, forms, None if scope == "database" else threads)
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         self.session.execute(
@@ -769,6 +847,53 @@ class PostgresBackend:
 def _server_version(info: psycopg.ConnectionInfo) -> str:
     v = int(info.server_version)
     return f"{v // 10000}.{v % 10000}" if v >= 100000 else str(v)
+
+
+NEEDLE_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "store")
+"""The tables a needle search reads (``store_vectors`` holds only embeddings)."""
+
+
+def find_needles(
+    session: Session, forms: Sequence[bytes], threads: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """Every stored location of any of ``forms``; ``threads=None`` searches every row,
+    otherwise only those threads' checkpoint rows. Never returns the value itself."""
+    out: list[dict[str, Any]] = []
+    texts = [f.decode("utf-8", "surrogateescape") for f in forms]
+    for table in NEEDLE_TABLES:
+        shape = describe(session, table)
+        if shape is None or (threads is not None and table == "store"):
+            continue
+        exprs: list[tuple[str, list[str]]] = []
+        params_per_col: list[list[Any]] = []
+        for c, t in zip(shape.columns, shape.types, strict=True):
+            q = '"' + c.replace('"', '""') + '"'
+            if t == "bytea":
+                exprs.append((c, [f"position(%s::bytea in {q}) > 0" for _ in forms]))
+                params_per_col.append(list(forms))
+            elif t in _TEXT_TYPES or t in ("json", "jsonb"):
+                e = q if t in _TEXT_TYPES else f"{q}::text"
+                exprs.append((c, [f"strpos({e}, %s) > 0" for _ in forms]))
+                params_per_col.append(list(texts))
+        if not exprs:
+            continue
+        flags = ", ".join(f"({' OR '.join(conds)})" for _, conds in exprs)
+        where = " OR ".join(" OR ".join(conds) for _, conds in exprs)
+        params: list[Any] = [p for ps in params_per_col for p in ps]
+        keys = [*shape.pk, *(["channel"] if "channel" in shape.columns else [])]
+        key_sql = ", ".join(f'"{k}"::text' for k in dict.fromkeys(keys))
+        sql = f'SELECT {key_sql}, {flags} FROM "{table}" WHERE ({where})'
+        args: list[Any] = params + params
+        if threads is not None:
+            sql += " AND thread_id = ANY(%s)"
+            args.append(list(threads))
+        n = len(dict.fromkeys(keys))
+        for row in session.query(sql, args):
+            key = dict(zip(dict.fromkeys(keys), row[:n], strict=True))
+            for (c, _), hit in zip(exprs, row[n:], strict=True):
+                if hit:
+                    out.append({"table": table, **key, "column": c})
+    return out
 
 
 def retryable(exc: BaseException) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "SqliteBackend",
     "database_path",
     "ensure_tombstones",
+    "find_needles",
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
@@ -235,6 +236,52 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
     return out
 
 
+NEEDLE_TABLES = ("checkpoints", "writes", "store")
+"""The tables a needle search reads (``store_vectors`` holds only embeddings)."""
+
+
+def find_needles(
+    conn: sqlite3.Connection, forms: Sequence[bytes], threads: Sequence[str] | None
+) -> list[dict[str, Any]]:
+    """Every stored location of any of ``forms`` (see ``SqliteBackend.find_needles``);
+    ``threads=None`` searches every row, otherwise only those threads' checkpoint rows."""
+    if not forms:
+        return []
+    enc = text_encoding(conn)
+    existing = {
+        bytes(r[0]).decode(enc)
+        for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")
+    }
+    out: list[dict[str, Any]] = []
+    for table in NEEDLE_TABLES:
+        if table not in existing or (threads is not None and table == "store"):
+            continue
+        info = conn.execute(
+            "SELECT CAST(name AS BLOB), pk FROM pragma_table_info(?) ORDER BY cid", (table,)
+        ).fetchall()
+        cols = [bytes(r[0]).decode(enc) for r in info]
+        pk = [c for _, c in sorted((r[1], c) for c, r in zip(cols, info, strict=True) if r[1])]
+        blob = [f"CAST({_quote(c)} AS BLOB)" for c in cols]
+        match = " OR ".join(f"instr({b}, ?) > 0" for b in blob for _ in forms)
+        params: list[Any] = [f for _ in blob for f in forms]
+        where = f"({match})"
+        if threads is not None:
+            where += f" AND thread_id IN ({', '.join('?' * len(threads))})"
+            params += list(threads)
+        sql = f"SELECT {', '.join(blob)} FROM {_quote(table)} WHERE {where}"
+        for row in conn.execute(sql, params):
+            key = {
+                c: (bytes(row[cols.index(c)]).decode(enc, "replace")
+                    if row[cols.index(c)] is not None else None)
+                for c in [*pk, *(["channel"] if "channel" in cols else [])]
+            }  # fmt: skip
+            for c, v in zip(cols, row, strict=True):
+                for i, f in enumerate(forms):
+                    if v is not None and f in bytes(v):
+                        out.append({"table": table, **key, "column": c, "form": i})
+    return out
+
+
 def is_tombstone_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the tombstone trigger's abort (an ``IntegrityError`` carrying
     ``TOMBSTONE_MESSAGE``), not some other constraint failure."""
@@ -296,6 +343,10 @@ class SqlTablePart:
     namespaces_seen: set[str] = field(default_factory=set)
     observer: Callable[[Sequence[Any]], None] | None = None
     """Sees every measured row (the residue scan's needle collector)."""
+    unit: str = ""
+    """The receipt unit the rows belong to (``thread:<id>``, ``store``; "" = one tree)."""
+    role: str = "removed"
+    """``removed`` (measured and deleted) or ``kept`` (measured only: history receipts)."""
     _columns: list[str] | None = None
     _pk: list[str] | None = None
     _measured: int = 0
@@ -440,6 +491,7 @@ class SqliteBackend:
         extra_residue: Callable[[], list[dict[str, Any]]] | None = None,
         versions: dict[str, str],
         residue_scan: bool | str = False,
+        threads: Sequence[str] | None = None,
     ) -> None:
         self.extra_residue = extra_residue
         self.force_vacuum = residue_scan == "vacuum"
@@ -451,15 +503,20 @@ class SqliteBackend:
         self.store = store
         self.database = database_path(conn)
         self.versions = versions
+        # Several threads (a subject): one unit per thread and one for the store.
+        self.threads = list(threads) if threads is not None else [thread_id]
+        units = threads is not None
         self._parts: list[Part] = [
-            SqlTablePart(conn, "checkpoints", "checkpoints", "thread_id = ?", [thread_id]),
-            SqlTablePart(conn, "writes", "checkpoints", "thread_id = ?", [thread_id]),
-        ]
+            SqlTablePart(conn, table, "checkpoints", "thread_id = ?", [t],
+                         unit=f"thread:{t}" if units else "")
+            for t in self.threads
+            for table in ("checkpoints", "writes")
+        ]  # fmt: skip
         if store_rows_namespaces:
             where, params = namespace_condition(store_rows_namespaces)
             self._parts += [
-                SqlTablePart(conn, "store", "store", where, params),
-                SqlTablePart(conn, "store_vectors", "store", where, params),
+                SqlTablePart(conn, "store", "store", where, params, unit="store" * units),
+                SqlTablePart(conn, "store_vectors", "store", where, params, unit="store" * units),
             ]
         # Tables the database does not have (e.g. store_vectors without an index) hold
         # nothing of the thread and are left out of the receipt rather than shown as 0.
@@ -473,7 +530,7 @@ class SqliteBackend:
         ]
         if residue_scan:
             prefixes = [".".join(ns) for ns in store_rows_namespaces]
-            self.needles = Needles(enc, exclude=[thread_id, *prefixes])
+            self.needles = Needles(enc, exclude=[*self.threads, *prefixes])
             for p in self._parts:
                 assert isinstance(p, SqlTablePart)
                 p.observer = self.needles.add_row
@@ -530,12 +587,24 @@ class SqliteBackend:
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
         """Tombstone the thread (the triggers then reject its writes); an existing
         tombstone is kept."""
-        self.conn.execute(
+        self.conn.executemany(
             # An existing tombstone keeps pointing at the erasure that removed the data.
             "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
             "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
-            (self.thread_id, receipt_id, erased_at),
+            [(t, receipt_id, erased_at) for t in self.threads],
         )
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Where any of ``forms`` occurs in a stored value: the scope's threads' rows
+        (``scope="thread"``) or every row of every LangGraph table (``"database"``).
+
+        Values are compared as stored bytes (TEXT cast to BLOB), so no connection
+        setting can hide a match. Each location names the table, primary key, column
+        and form index - never the value searched for.
+        """
+        return find_needles(self.conn, forms, None if scope == "database" else threads)
 
     def previous_erasure(self) -> str | None:
         """Receipt id of the thread's tombstone, else of its newest journal entry."""

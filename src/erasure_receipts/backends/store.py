@@ -98,6 +98,9 @@ class StoreSweepPart:
     table: str = "store"
     group: str = "store"
     method: str = "sweep"
+    unit: str = ""
+    """``store`` in a subject receipt (its own unit), else ""."""
+    role: str = "removed"
     irreversible_deleted: int = 0
     max_rounds: int = 100_000
     _seen: dict[tuple[str, str], tuple[bytes, int]] = field(default_factory=dict)

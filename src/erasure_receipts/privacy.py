@@ -1,0 +1,94 @@
+"""Keyed commitments: receipts that are not themselves personal data.
+
+A receipt that spells out ``thread_id: "alice-chat"`` is personal data. In privacy mode
+every identifier is replaced by ``hmac-sha256:<hex>`` = HMAC-SHA256(K, label 0x00
+value), with ``K`` a secret commitment key the operator keeps (RECEIPT_SPEC.md 9.5). The
+receipt still verifies with the public signing key alone; whoever holds ``K`` can show
+which id was erased (``receipt open``). A plain hash would not do: ids are low-entropy,
+and anyone can hash the candidates.
+
+Verify-side module: standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+
+from .errors import KeyFormatError
+
+__all__ = ["LABELS", "PREFIX", "CommitmentKey", "commit", "needle_commitment"]
+
+PREFIX = "hmac-sha256:"
+LABELS = frozenset(("subject", "thread", "store_namespace", "database", "requester", "needle"))
+KEY_BYTES = 32
+
+
+def commit(key: bytes, label: str, value: str) -> str:
+    """The commitment ``hmac-sha256:<hex>`` to ``value`` under ``label``."""
+    if label not in LABELS:
+        raise ValueError(f"unknown commitment label {label!r}")
+    mac = hmac.new(key, label.encode() + b"\x00" + value.encode("utf-8", "surrogatepass"),
+                   hashlib.sha256)  # fmt: skip
+    return PREFIX + mac.hexdigest()
+
+
+def needle_commitment(key: bytes, needle: str) -> str:
+    """A needle's commitment value (hex only, as listed in ``needles.values``)."""
+    return commit(key, "needle", needle)[len(PREFIX) :]
+
+
+class CommitmentKey:
+    """The operator's secret commitment key (32 random bytes, stored as hex text)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        if type(key) is not bytes or len(key) != KEY_BYTES:
+            raise KeyFormatError(f"a commitment key is {KEY_BYTES} bytes")
+        self._key = key
+
+    def __repr__(self) -> str:
+        return f"CommitmentKey(key_id={self.key_id[:16]}...)"
+
+    @classmethod
+    def generate(cls) -> CommitmentKey:
+        """A new random key."""
+        return cls(secrets.token_bytes(KEY_BYTES))
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], *, allow_insecure: bool = False
+    ) -> CommitmentKey:
+        """Load a key file (64 hex characters); refused if group/world-readable."""
+        with open(path, "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            data = fh.read(1024)
+        if mode & (stat.S_IRWXG | stat.S_IRWXO) and not allow_insecure:
+            raise KeyFormatError(f"{os.fspath(path)} is readable by others: chmod 600 it")
+        try:
+            return cls(bytes.fromhex(data.decode("ascii").strip()))
+        except (UnicodeDecodeError, ValueError):
+            raise KeyFormatError("a commitment key file holds 64 hex characters") from None
+
+    def to_file(self, path: str | os.PathLike[str]) -> None:
+        """Write the key (hex, mode 0600); never overwrites."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self._key.hex() + "\n")
+
+    @property
+    def key_id(self) -> str:
+        """SHA-256 of the key: names it in receipts without revealing it."""
+        return hashlib.sha256(self._key).hexdigest()
+
+    def commit(self, label: str, value: str) -> str:
+        """:func:`commit` with this key."""
+        return commit(self._key, label, value)
+
+    def needle(self, needle: str) -> str:
+        """:func:`needle_commitment` with this key."""
+        return needle_commitment(self._key, needle)

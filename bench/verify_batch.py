@@ -195,7 +195,9 @@ def main() -> int:
         baseline_py = tmp / "bare_verify.py"
         baseline_py.write_text(BASELINE_SCRIPT, encoding="utf-8")
 
-        cli_argv = [sys.executable, "-c", CLI, "verify", str(rdir), "--key", str(pub), "--quiet"]
+        # --jobs 1: the single-core ratio (`receipt verify` uses all cores by default)
+        cli_argv = [sys.executable, "-c", CLI, "verify", str(rdir), "--key", str(pub), "--quiet",
+                    "--jobs", "1"]  # fmt: skip
         base_argv = [sys.executable, str(baseline_py), str(pairs_file)]
         # warm the page cache and the .pyc files once, untimed
         run_proc(cli_argv)

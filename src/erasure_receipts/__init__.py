@@ -24,7 +24,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
+    from .engine import NeedlesFoundError
     from .errors import (
+        AuthorizationError,
         ConfigurationError,
         ErasureError,
         ErasureIncompleteError,
@@ -41,7 +43,9 @@ if TYPE_CHECKING:
         VerificationError,
     )
     from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
+    from .privacy import CommitmentKey
     from .receipt import Receipt
+    from .request import Authorization, RequestContext, authorize
     from .savers import (
         AsyncAttestingSqliteSaver,
         AttestingSqliteSaver,
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
         ThreadDigest,
     )
     from .signing import PublicKey, Signer
+    from .subject import Location, SubjectDigest
     from .verify import TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
 
 _LAZY = {
@@ -83,6 +88,14 @@ _LAZY = {
     "TrustedKey": "verify",
     "VerifiedReceipt": "verify",
     "verify_receipt": "verify",
+    "Authorization": "request",
+    "AuthorizationError": "errors",
+    "RequestContext": "request",
+    "authorize": "request",
+    "CommitmentKey": "privacy",
+    "Location": "subject",
+    "NeedlesFoundError": "engine",
+    "SubjectDigest": "subject",
 }
 
 __all__ = [
@@ -90,22 +103,29 @@ __all__ = [
     "AsyncAttestingSqliteSaver",
     "AttestingPostgresSaver",
     "AttestingSqliteSaver",
+    "Authorization",
+    "AuthorizationError",
+    "CommitmentKey",
     "ConfigurationError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
     "InputError",
     "KeyFormatError",
+    "Location",
     "MalformedReceiptError",
     "MerkleTree",
+    "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "PendingErasure",
     "PublicKey",
     "Receipt",
     "ReceiptSemanticsError",
+    "RequestContext",
     "SignatureError",
     "Signer",
+    "SubjectDigest",
     "ThreadDigest",
     "ThreadErasedError",
     "TrustStore",
@@ -114,6 +134,7 @@ __all__ = [
     "VerificationError",
     "VerifiedReceipt",
     "__version__",
+    "authorize",
     "encode_row",
     "inclusion_proof",
     "verify_inclusion",

@@ -1,5 +1,5 @@
 """The ``receipt`` operator commands (typer): keygen, show, export, digest, erase,
-recover, trust add|list.
+recover, authorize, trust add|list, log append|verify|prove|checkpoint, index.
 
 ``receipt verify`` is dispatched before this module is imported (see ``cli.py``); the
 ``verify`` command below only exists so that ``receipt --help`` lists it.
@@ -390,6 +390,15 @@ def show(
         detail = ", ".join(f"{k}={v}" for k, v in res["detail"].items())
         lines.append(f"residue      {res['action']}: {res['status']} ({detail})")
     lines.append("out of scope " + ", ".join(o["id"] for o in p["out_of_scope"]))
+    if "request" in p:  # RECEIPT_SPEC.md 9.6
+        rq = p["request"]
+        when = "".join(f", {k.replace('_', ' ')} {rq[k]}" for k in ("received_at", "due") if rq[k])
+        lines.append(f"request      {rq['id']!r} (basis {rq['basis']!r}){when}")
+    if "authorization" in p:
+        a = p["authorization"]
+        keys = ", ".join(s["keyid"][:16] for s in a["signatures"])
+        lines.append(f"authorized   until {a['statement']['not_after']} by key {keys} "
+                     "(approver checked by `receipt verify --trust`)")  # fmt: skip
     signers = ", ".join(s.keyid[:16] for s in r.signatures)
     lines.append(f"signed by    {signers}")
     typer.echo("\n".join(lines))
@@ -447,14 +456,20 @@ def _ro_uri(db: Path) -> str:
     return f"file:{quote(os.path.abspath(db))}?mode=ro"
 
 
-def _probe_database(db: Path) -> bool:
-    """Exit 3 unless ``db`` is an SQLite file with LangGraph's ``checkpoints`` table.
+def _probe_database(db: Path | str) -> bool:
+    """Exit 3 unless ``db`` is an SQLite file with LangGraph's ``checkpoints`` table (or a
+    PostgreSQL DSN of a database with LangGraph's tables, see ``app_postgres``).
 
     Read-only (``mode=ro``): a file that is not a LangGraph database is never given
     tables, triggers or another journal mode. Returns whether it has a ``store`` table.
     """
     import sqlite3
 
+    from . import app_postgres
+
+    if app_postgres.is_dsn(db):
+        return app_postgres.probe(str(db)).has_store
+    db = Path(db)
     shown = _display(str(db))
     if not db.is_file():
         what = "is a directory" if db.is_dir() else "no such database file"
@@ -487,17 +502,33 @@ def _probe_database(db: Path) -> bool:
 
 @contextmanager
 def _open_saver(
-    db: Path, signer: Signer, archive: Path | None, *, read_only: bool = False
+    db: Path | str,
+    signer: Signer,
+    archive: Path | None,
+    *,
+    read_only: bool = False,
+    recovering: bool = False,
 ) -> Iterator[Any]:
     """The attesting saver on an existing LangGraph database, with its SqliteStore if it
     has one; library errors are mapped to exit codes. ``read_only`` connections use a
-    ``mode=ro`` URI (for ``digest``)."""
+    ``mode=ro`` URI (for ``digest``). A PostgreSQL DSN opens the Postgres saver instead
+    (``app_postgres.open_saver``: read-only connections, ``recovering`` installs nothing
+    in a database without an erasure journal)."""
     import sqlite3
+
+    from . import app_postgres
+
+    if app_postgres.is_dsn(db):
+        with app_postgres.open_saver(str(db), signer, archive, read_only=read_only,
+                                     recovering=recovering) as pg_saver:  # fmt: skip
+            yield pg_saver
+        return
 
     from langgraph.store.sqlite import SqliteStore
 
     from .savers import AttestingSqliteSaver
 
+    db = Path(db)
     has_store = _probe_database(db)
     target, uri = (_ro_uri(db), True) if read_only else (str(db), False)
     conns: list[sqlite3.Connection] = []
@@ -518,7 +549,7 @@ def _open_saver(
 
 
 @contextmanager
-def _mapped_errors(db: Path) -> Iterator[None]:
+def _mapped_errors(db: Path | str) -> Iterator[None]:
     """Library and database errors as one error line and the documented exit code."""
     import sqlite3
 
@@ -566,19 +597,65 @@ AllowInsecureKey = Annotated[
     ),
 ]
 PasswordEnv = Annotated[str | None, typer.Option(help="env var holding the private key's password")]
+DB_HELP = (
+    "SQLite database file, or PostgreSQL DSN (postgresql://... or libpq key=value; needs "
+    "the postgres extra)"
+)
+Threads = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--thread",
+        help="thread id (one; with --subject: repeatable, added to the threads found)",
+    ),
+]
+SubjectId = Annotated[
+    str | None, typer.Option("--subject", help="data subject: erase all of its threads")
+]
+MetadataKey = Annotated[
+    str | None,
+    typer.Option(
+        "--metadata-key",
+        help="with --subject: also every thread whose checkpoint metadata has KEY == subject "
+        "(e.g. user_id)",
+    ),
+]
+Needles = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--needle",
+        help="with --subject: a value that must be gone from the whole database afterwards "
+        "(e.g. an email; refused, with its locations, if found); repeatable",
+    ),
+]
+PrivacyMode = Annotated[
+    str | None,
+    typer.Option("--privacy", help="'commitments': no raw id, namespace or path in the receipt"),
+]
+CommitmentKeyFile = Annotated[
+    Path | None,
+    typer.Option("--commitment-key", help="commitment key file (receipt keygen-commitment)"),
+]
 
 
 @app.command()
 def digest(
-    db: Annotated[Path, typer.Argument(help="SQLite database file")],
-    thread: Annotated[str, typer.Option("--thread", help="thread id")],
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
+    threads: Threads = None,
     store_ns: StoreNs = None,
+    subject: SubjectId = None,
+    metadata_key: MetadataKey = None,
+    commitment_key: CommitmentKeyFile = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     verbose: Verbose = False,
 ) -> None:
-    """Preview (read-only): the pre-deletion digest and row counts an erasure would record."""
+    """Preview (read-only): the pre-deletion digest and row counts an erasure would record
+    (with --subject: the threads it would erase, each with its digest and counts)."""
     _run.json = as_json
     namespaces = _namespaces(store_ns or [])
+    if subject is not None:
+        _digest_subject(db, subject, threads or [], metadata_key, namespaces, commitment_key)
+        return
+    thread = _one_thread(threads, metadata_key=metadata_key, commitment_key=commitment_key)
     with _open_saver(db, Signer.generate(), None, read_only=True) as saver:
         d = saver.digest_thread(thread, namespaces)
     tables = {k: v.to_json() for k, v in d.tables.items()}
@@ -590,12 +667,81 @@ def digest(
         typer.echo(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes")
 
 
+RequestId = Annotated[
+    str | None,
+    typer.Option("--request-id", help="the request behind the erasure (e.g. a ticket id)"),
+]
+Basis = Annotated[
+    str | None,
+    typer.Option(
+        "--basis",
+        help="legal basis: gdpr-art17-1a .. gdpr-art17-1f, retention:POLICY, user-deletion, "
+        "or free text (with --request-id)",
+    ),
+]
+Requester = Annotated[str | None, typer.Option("--requester", help="who asked")]
+ReceivedAt = Annotated[
+    str | None, typer.Option("--received-at", help="when the request arrived (UTC)")
+]
+Due = Annotated[str | None, typer.Option("--due", help="when the erasure is due (UTC)")]
+AuthFile = Annotated[
+    Path | None,
+    typer.Option("--authorization", help="an approver's AUTH.json from `receipt authorize`"),
+]
+
+
+def _request_context(
+    request_id: str | None,
+    basis: str | None,
+    requester: str | None,
+    received_at: str | None,
+    due: str | None,
+    authorization: Path | None,
+) -> dict[str, Any]:
+    """``request=``/``authorization=`` for the saver from the erase options (exit 2 on a
+    bad value, 3 on an unreadable AUTH.json); empty without --request-id."""
+    from .request import Authorization, RequestContext
+
+    given = {"--basis": basis, "--requester": requester, "--received-at": received_at,
+             "--due": due, "--authorization": authorization}  # fmt: skip
+    if request_id is None:
+        extra = [k for k, v in given.items() if v is not None]
+        if extra:
+            _die(f"{', '.join(extra)} need(s) --request-id", EXIT_USAGE)
+        return {}
+    if basis is None:
+        _die("--request-id needs --basis (e.g. gdpr-art17-1a, retention:POLICY)", EXIT_USAGE)
+    try:
+        context = RequestContext(
+            request_id, basis, requester, _check_time("--received-at", received_at),
+            _check_time("--due", due),
+        )  # fmt: skip
+    except (ValueError, TypeError) as exc:
+        _die(f"bad request context: {exc}", EXIT_USAGE)
+    out: dict[str, Any] = {"request": context}
+    if authorization is not None:
+        shown = _display(str(authorization))
+        try:
+            out["authorization"] = Authorization.from_json(_read_input(str(authorization)))
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{shown}: not an authorization: [{exc.reason}] {exc.message}", EXIT_USAGE,
+                 reason="bad_authorization")  # fmt: skip
+    return out
+
+
 @app.command()
 def erase(
-    db: Annotated[Path, typer.Argument(help="SQLite database file")],
-    thread: Annotated[str, typer.Option("--thread", help="thread id to erase")],
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
     key: Annotated[Path, typer.Option("--key", help="Ed25519 private key (PEM, mode 0600)")],
+    threads: Threads = None,
     store_ns: StoreNs = None,
+    subject: SubjectId = None,
+    metadata_key: MetadataKey = None,
+    needle: Needles = None,
+    privacy: PrivacyMode = None,
+    commitment_key: CommitmentKeyFile = None,
     archive: Annotated[
         Path | None, typer.Option("--archive", help="directory to archive the receipt in")
     ] = None,
@@ -618,6 +764,12 @@ def erase(
             "(VACUUM if any) and record the result in the receipt",
         ),
     ] = None,
+    request_id: RequestId = None,
+    basis: Basis = None,
+    requester: Requester = None,
+    received_at: ReceivedAt = None,
+    due: Due = None,
+    authorization: AuthFile = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
     as_json: Annotated[
@@ -625,14 +777,20 @@ def erase(
     ] = False,
     verbose: Verbose = False,
 ) -> None:
-    """Erase a thread (and store namespaces) from a SQLite database and sign a receipt.
+    """Erase a thread (and store namespaces) from a SQLite or PostgreSQL database and sign
+    a receipt.
 
-    Refuses (exit 1) a scope with no stored rows unless --allow-empty. --out and
+    Refuses (exit 1) a scope with no stored rows unless --allow-empty, and an
+    --authorization for another scope or request, or past its not-after. --out and
     --archive are checked before anything is deleted.
     """
     _run.json = as_json
     signer = _load_signer(key, password_env, allow_insecure_key)
+    context = _request_context(request_id, basis, requester, received_at, due, authorization)
     namespaces = _namespaces(store_ns or [])
+    thread, by_subject = _erase_target(
+        threads, subject, metadata_key, needle, privacy, commitment_key
+    )
     if out is not None:
         _check_out(out)
     _probe_database(db)
@@ -643,11 +801,15 @@ def erase(
         kwargs["allow_empty"] = True
     if residue_scan is not None:
         kwargs["residue_scan"] = residue_scan
+    kwargs.update(context)
     with _open_saver(db, signer, archive) as saver:
-        receipt = saver.erase_thread(thread, **kwargs)
+        if by_subject is None:
+            receipt = saver.erase_thread(thread, **kwargs)
+        else:
+            receipt = _erase_subject(saver, by_subject, kwargs)
     pre = receipt.predicate["pre_state"]
     summary = (
-        f"erased thread {thread!r}: {pre['leaves']} rows, "
+        f"erased {_erased_what(receipt)}: {pre['leaves']} rows, "
         f"pre digest {receipt.pre_digest}, receipt {receipt.receipt_id}"
     )
     written = [str(archive / f"{receipt.receipt_id}.json")] if archive is not None else []
@@ -668,6 +830,7 @@ def erase(
     if as_json:
         _emit_json({
             "ok": True, "exit_code": 0, "receipt_id": receipt.receipt_id, "thread_id": thread,
+            **_subject_fields(receipt),
             "status": receipt.predicate["status"], "pre_digest": receipt.pre_digest,
             "rows": pre["leaves"], "tables": pre["tables"], "written_to": written,
             "receipt": json.loads(receipt.to_json()),
@@ -695,7 +858,7 @@ def erase(
 
 @app.command()
 def recover(
-    db: Annotated[Path, typer.Argument(help="SQLite database file")],
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
     key: Annotated[Path, typer.Option("--key", help="Ed25519 private key (PEM, mode 0600)")],
     archive: Annotated[Path, typer.Option("--archive", help="directory of archived receipts")],
     password_env: PasswordEnv = None,
@@ -718,7 +881,7 @@ def recover(
     _probe_database(db)
     _check_archive(archive)
     failure: ErasureError | None = None
-    with _open_saver(db, signer, archive) as saver:
+    with _open_saver(db, signer, archive, recovering=True) as saver:
         skipped = sum(1 for p in saver.pending_erasures() if p.age_seconds <= min_age)
         try:
             receipts = saver.recover_receipts(min_age_seconds=min_age)
@@ -769,7 +932,125 @@ def recover(
                     "skipped": skip_doc})  # fmt: skip
 
 
+# -- four-eyes authorization (RECEIPT_SPEC.md 9.6) ---------------------------------------
+
+
+class AuthKind(StrEnum):
+    thread = "thread"
+    history = "history"
+    subject = "subject"
+
+
+@app.command()
+def authorize(
+    request_id: Annotated[
+        str, typer.Option("--request-id", help="the request (ticket) the erasure must carry")
+    ],
+    not_after: Annotated[
+        str, typer.Option("--not-after", help="last time (UTC) an erasure may start with it")
+    ],
+    key: Annotated[
+        Path, typer.Option("--key", help="the approver's Ed25519 private key (PEM, mode 0600)")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="authorization file to write (AUTH.json)")],
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="thread id (thread and history erasures)")
+    ] = None,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="data subject id (subject erasures)")
+    ] = None,
+    store_ns: StoreNs = None,
+    kind: Annotated[
+        AuthKind | None,
+        typer.Option(help="erasure kind (default: thread with --thread, subject with --subject)"),
+    ] = None,
+    commitment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--commitment-key",
+            help="privacy mode: authorize the commitments the receipt will carry (the "
+            "erasure's commitment key file)",
+        ),
+    ] = None,
+    password_env: PasswordEnv = None,
+    allow_insecure_key: AllowInsecureKey = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Approve one erasure (four eyes): sign the request id, the exact scope and a deadline.
+
+    The operator passes AUTH.json to `receipt erase --authorization`; the saver refuses,
+    before deleting anything, another scope or request id, or a time after --not-after.
+    Auditors check the approver with `receipt verify --trust` (key with role approver).
+    """
+    from datetime import UTC, datetime
+
+    from .request import authorize as sign_authorization
+    from .request import erasure_scope
+
+    _run.json = as_json
+    if (thread is None) == (subject is None):
+        _die("give exactly one of --thread ID or --subject ID", EXIT_USAGE)
+    k = kind.value if kind is not None else ("subject" if subject is not None else "thread")
+    if (k == "subject") != (subject is not None):
+        _die(f"--kind {k} needs {'--subject' if k == 'subject' else '--thread'}", EXIT_USAGE)
+    na = _check_time("--not-after", not_after)
+    assert na is not None
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if _instant(na, "") < _instant(now, ""):
+        _die(f"--not-after {na} is in the past (now {now})", EXIT_USAGE)
+    signer = _load_signer(key, password_env, allow_insecure_key)
+    _check_out(out)
+    commit = None
+    if commitment_key is not None:
+        from .privacy import CommitmentKey
+
+        try:
+            ck = CommitmentKey.from_file(commitment_key, allow_insecure=allow_insecure_key)
+            commit = ck.commit
+        except OSError as exc:
+            _die(f"cannot read {_display(str(commitment_key))}: {exc.strerror or exc}", EXIT_IO)
+        except Error as exc:
+            _die(f"{_display(str(commitment_key))}: {exc.message}", EXIT_USAGE, reason="bad_key")
+    target = subject if k == "subject" else thread
+    assert target is not None
+    scope = erasure_scope(k, target, _namespaces(store_ns or []), commit=commit)
+    try:
+        auth = sign_authorization(signer, request_id=request_id, scope=scope, not_after=na)
+    except (ValueError, TypeError) as exc:
+        _die(str(exc), EXIT_USAGE)
+    try:
+        write_durably(out, auth.to_json())
+    except FileExistsError:
+        _die(f"{_display(str(out))} already exists; refusing to overwrite it", EXIT_IO,
+             reason="output_exists")  # fmt: skip
+    except OSError as exc:
+        _die(f"cannot write {_display(str(out))}: {exc.strerror or exc}", EXIT_IO,
+             reason="unwritable")  # fmt: skip
+    if as_json:
+        _emit_json({
+            "ok": True, "exit_code": 0, "request_id": auth.request_id, "scope": auth.scope,
+            "not_after": auth.not_after, "key_id": signer.key_id, "written_to": str(out),
+            "authorization": auth.to_dict(),
+        })  # fmt: skip
+        return
+    what = f"subject {subject!r}" if k == "subject" else f"thread {thread!r}"
+    nss = ", ".join("/".join(ns) for ns in store_ns or []) or "none"
+    if commit is not None:
+        what += " (as commitments)"
+    typer.echo(
+        f"authorized request {auth.request_id!r}: {k} erasure of {what} (store namespaces "
+        f"{nss}) until {auth.not_after}; approver key {signer.key_id}"
+    )
+    typer.echo(f"written to {_display(str(out))}")
+
+
 # -- trust files ----------------------------------------------------------------------
+
+class TrustRole(StrEnum):
+    signer = "signer"
+    approver = "approver"
+
 
 trust_app = typer.Typer(
     help="Create and inspect trust files for `receipt verify --trust` (RECEIPT_SPEC.md 7).",
@@ -840,17 +1121,27 @@ def trust_add(
     not_after: Annotated[
         str | None, typer.Option("--not-after", help="trusted for receipts issued before TIME")
     ] = None,
+    role: Annotated[
+        TrustRole,
+        typer.Option(
+            "--role",
+            help="signer: signs receipts; approver: signs erasure authorizations "
+            "(`receipt authorize`); one key cannot have both roles",
+        ),
+    ] = TrustRole.signer,
     verbose: Verbose = False,
 ) -> None:
     """Add a public key to a trust file (created if missing), optionally for a time window.
 
-    Refuses (exit 1) the same key with a window that overlaps one it already has.
+    Refuses (exit 1) the same key with a window that overlaps one it already has, or
+    with the other role (four eyes: a receipt signer cannot also be an approver).
     """
     from .signing import PublicKey
     from .verify import TrustStore
 
     if not name or not name.isprintable():
         _die(f"bad --name {name!r}: a non-empty printable name is required", EXIT_USAGE)
+    role_name = role.value
     nb, na = _check_time("--not-before", not_before), _check_time("--not-after", not_after)
     if nb is not None and na is not None and _instant(nb, "") >= _instant(na, ""):
         _die(f"--not-before {nb} is not before --not-after {na}", EXIT_USAGE)
@@ -868,6 +1159,14 @@ def trust_add(
         mode = stat.S_IMODE(with_mode)
         lo, hi = _instant(nb, ""), _instant(na, "~")
         for tk in trusted:
+            if tk.key.key_id == key.key_id and tk.role != role_name:
+                _die(
+                    f"key {key.key_id[:16]} is already trusted in {_display(str(file))} as "
+                    f"{tk.name!r} with role {tk.role}; one key cannot be both signer and "
+                    "approver (four eyes need two keys)",
+                    EXIT_INVALID,
+                    reason="role_conflict",
+                )
             if tk.key.key_id == key.key_id and (
                 _instant(tk.not_before, "") < hi and lo < _instant(tk.not_after, "~")
             ):
@@ -880,6 +1179,8 @@ def trust_add(
                 )
     entry: dict[str, Any] = {"name": name, "ed25519": key.b64()}
     entry.update({k: v for k, v in (("not_before", nb), ("not_after", na)) if v is not None})
+    if role_name != "signer":  # the default is left out (files stay as they were)
+        entry["role"] = role_name
     data = _trust_doc([*entries, entry])
     try:
         n = len(TrustStore.from_json(data))  # never write a file verify would reject
@@ -895,8 +1196,8 @@ def trust_add(
         _die(f"cannot write {_display(str(file))}: {exc.strerror or exc}", EXIT_IO,
              reason="unwritable")  # fmt: skip
     typer.echo(
-        f"added key {key.key_id} ({name!r}, {_window(nb, na)}) to {_display(str(file))}; "
-        f"{n} key(s) trusted"
+        f"added key {key.key_id} ({name!r}, {_window(nb, na)}, {role_name}) to "
+        f"{_display(str(file))}; {n} key(s) trusted"
     )
 
 
@@ -911,14 +1212,15 @@ def trust_list(
     _, trusted = _read_trust(file)
     rows = [
         {"key_id": tk.key.key_id, "name": tk.name, "not_before": tk.not_before,
-         "not_after": tk.not_after}
+         "not_after": tk.not_after, "role": tk.role}
         for tk in trusted
     ]  # fmt: skip
     if as_json:
         _emit_json({"file": _display(str(file)), "keys": rows})
         return
     for r in rows:
-        typer.echo(f"{r['key_id']}  {r['name'] or '-'}  {_window(r['not_before'], r['not_after'])}")
+        window = _window(r["not_before"], r["not_after"])
+        typer.echo(f"{r['key_id']}  {r['name'] or '-'}  {window}  {r['role']}")
 
 
 # -- legal hold ---------------------------------------------------------------------------
@@ -1005,3 +1307,812 @@ def prove(
         f"{proven.tree_size} in the pre-state of receipt {v.receipt_id} (thread "
         f"{v.thread_id!r}, erased {v.issued_at}, key {v.key_id[:16]})"
     )
+
+
+# -- receipt logs and the dashboard feed --------------------------------------------------
+
+log_app = typer.Typer(
+    help="Receipt logs: append-only, C2SP-checkpoint-signed, with RFC 9162 proofs "
+    "(RECEIPT_SPEC.md, Receipt log).",
+    no_args_is_help=True,
+)
+app.add_typer(log_app, name="log")
+
+JobsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs", "-j", min=1, max=1024, help="processes to verify in (default: all cores)"
+    ),
+]
+
+
+@contextmanager
+def _log_errors() -> Iterator[None]:
+    """A log that cannot be read exits 3; one that is refused (not a log, another key,
+    corrupt, a conflicting receipt) exits 1; a malformed key exits 2."""
+    try:
+        yield
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except KeyFormatError as exc:
+        _die(exc.message, EXIT_USAGE, reason=exc.reason)
+    except Error as exc:
+        _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID, reason=exc.reason)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        _die(f"{exc.strerror or exc}", EXIT_IO, reason="unreadable")
+
+
+def _trusted(key: list[Path] | None, trust: Path | None) -> Any:
+    """A TrustStore from --key files or a --trust file (exactly one of them)."""
+    from .signing import PublicKey
+    from .verify import TrustStore
+
+    if bool(key) == (trust is not None):
+        _die("give the trusted key with --key PUB.pem or --trust TRUSTFILE (not both)",
+             EXIT_USAGE)  # fmt: skip
+    if trust is not None:
+        return TrustStore(_read_trust(trust)[1])
+    keys = []
+    for k in key or []:
+        try:
+            keys.append(PublicKey.from_pem(_read_input(str(k))))
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{_display(str(k))}: bad key: {exc.message}", EXIT_USAGE, reason="bad_key")
+    return TrustStore(keys)
+
+
+KeyOption = Annotated[
+    list[Path] | None,
+    typer.Option("--key", help="trusted Ed25519 public key (PEM); repeatable"),
+]
+TrustOption = Annotated[
+    Path | None, typer.Option("--trust", help="trust file (keys with validity windows)")
+]
+
+
+@log_app.command("append")
+def log_append(
+    log: Annotated[Path, typer.Argument(help="log directory (created if missing)")],
+    receipts: Annotated[list[Path], typer.Argument(help="receipt files to append")],
+    key: Annotated[Path, typer.Option("--key", help="the log's Ed25519 private key (PEM)")],
+    origin: Annotated[
+        str | None, typer.Option(help="origin line of a new log, e.g. example.com/erasures")
+    ] = None,
+    password_env: PasswordEnv = None,
+    allow_insecure_key: AllowInsecureKey = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Append receipt files (their exact bytes) to a log under one new signed checkpoint.
+
+    A receipt already in the log is not added again (its index is reported); a different
+    receipt with the same receipt id is refused (exit 1).
+    """
+    from .log import ReceiptLog
+
+    _run.json = as_json
+    signer = _load_signer(key, password_env, allow_insecure_key)
+    datas = []
+    for r in receipts:
+        try:
+            data = _read_input(str(r))
+            Receipt.from_json(data)
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{_display(str(r))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+                 reason=exc.reason)  # fmt: skip
+        datas.append(data)
+    with _log_errors():
+        rl = ReceiptLog(log, signer, origin=origin)
+        before = rl.size
+        indexes = rl.append_many(datas)
+        note = rl.checkpoint()
+    entries = [
+        {"file": _display(str(r)), "index": i, "new": i >= before}
+        for r, i in zip(receipts, indexes, strict=True)
+    ]
+    size = max([before - 1, *indexes]) + 1
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "log": _display(str(log)), "origin": rl.origin,
+                    "tree_size": size, "entries": entries,
+                    "checkpoint": note.decode("utf-8")})  # fmt: skip
+        return
+    for e in entries:
+        typer.echo(
+            f"{e['file']}  entry {e['index']}" + ("" if e["new"] else " (already in the log)")
+        )
+    added = sum(1 for e in entries if e["new"])
+    typer.echo(f"{added} appended, {len(entries) - added} already present; {size} entries in "
+               f"{_display(str(log))}", err=True)  # fmt: skip
+
+
+@log_app.command("verify")
+def log_verify(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    key: KeyOption = None,
+    trust: TrustOption = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option("--checkpoint", help="an older checkpoint of this log: prove consistency"),
+    ] = None,
+    jobs: JobsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print failures only")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Audit a log: recompute the tree from every stored receipt, check every checkpoint
+    and the signed head (by a trusted key), verify every receipt, and with --checkpoint
+    prove the log extends that older checkpoint. Exit 1 names the first bad entry."""
+    from .cli import default_jobs
+    from .log import MAX_NOTE, verify_log
+
+    _run.json = as_json
+    trusted = _trusted(key, trust)
+    old = None
+    if checkpoint is not None:
+        try:
+            old = _read_input(str(checkpoint))
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{_display(str(checkpoint))}: {exc.message}", EXIT_INVALID,
+                 reason="bad_checkpoint")  # fmt: skip
+        if len(old) > MAX_NOTE:
+            _die(f"{_display(str(checkpoint))}: not a checkpoint (over {MAX_NOTE} bytes)",
+                 EXIT_INVALID, reason="bad_checkpoint")  # fmt: skip
+    check = _receipt_checker(log, trusted, jobs if jobs is not None else default_jobs())
+    with _log_errors():
+        report = verify_log(
+            log, [tk.key for tk in trusted], old_checkpoint=old, check_receipts=check
+        )
+    shown = _display(str(log))
+    code = 0 if report.ok else EXIT_INVALID
+    if report.tail_bytes and report.ok:
+        typer.echo(
+            f"{shown}: {report.tail_bytes} bytes ({report.uncommitted} complete entry "
+            "records) after the last checkpoint record: an interrupted append, not part of "
+            "the log (the next append removes them)",
+            err=True,
+        )
+    if as_json:
+        _emit_json({**report.to_json(), "log": shown, "exit_code": code})
+        raise typer.Exit(code)
+    problems = sorted(report.problems, key=lambda p: (p.index is None, p.index or 0))
+    for p in problems:
+        at = f"entry {p.index}: " if p.index is not None else ""
+        typer.echo(f"FAIL  {shown}: {at}[{p.reason}] {p.message}")
+    if report.ok and not quiet:
+        root = report.root.hex() if report.root else "-"
+        typer.echo(
+            f"OK    {shown}: {report.tree_size} entries, root {root}, checkpoint of "
+            f"{report.origin!r} signed by a trusted key, {report.receipts_verified} receipts "
+            "verified"
+        )
+        if report.consistency is not None:
+            c = report.consistency
+            typer.echo(
+                f"OK    consistent with the old checkpoint (size {c.old_size}): RFC 9162 "
+                f"proof of {len(c.path)} hashes to size {c.new_size}"
+            )
+    if not report.ok:
+        first = report.first_bad_index
+        typer.echo(
+            f"{shown}: {len(problems)} problem(s)"
+            + (f"; first bad entry: {first}" if first is not None else ""),
+            err=True,
+        )
+    raise typer.Exit(code)
+
+
+def _receipt_checker(log: Path, trusted: Any, jobs: int) -> Any:
+    """The ``check_receipts`` of ``verify_log``: every entry through ``verify_receipt``,
+    in ``jobs`` processes for large logs."""
+    from .cli import BATCH, PARALLEL_MIN, fork_map
+    from .index import _read_entry
+    from .verify import verify_receipt
+
+    directory = str(log)
+
+    def check(span: tuple[int, int, int]) -> tuple[int, str, str] | None:
+        i, offset, length = span
+        try:
+            verify_receipt(_read_entry(directory, offset, length), trusted)
+        except Error as exc:
+            return (i, exc.reason, exc.message)
+        except Exception as exc:  # a bug must not hide the other entries' verdicts
+            return (i, "internal_error", repr(exc))
+        return None
+
+    def run(spans: list[tuple[int, int, int]]) -> list[tuple[int, str, str] | None]:
+        if len(spans) >= BATCH:
+            from .canonical import use_orjson
+
+            use_orjson()
+        if jobs > 1 and len(spans) >= PARALLEL_MIN:
+            return list(fork_map(check, spans, jobs))
+        return [check(s) for s in spans]
+
+    return run
+
+
+@log_app.command("prove")
+def log_prove(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    receipt: Annotated[Path, typer.Argument(help="receipt file (its exact bytes)")],
+    key: KeyOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the proof as JSON")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Print the RFC 9162 inclusion proof of a receipt in the log (against the latest
+    checkpoint); with --key, the checkpoint's signature is checked too."""
+    from .log import Checkpoint, ReceiptLog
+
+    _run.json = as_json
+    try:
+        data = _read_input(str(receipt))
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except Error as exc:
+        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+             reason=exc.reason)  # fmt: skip
+    trusted = _trusted(key, None) if key else None
+    shown = _display(str(log))
+    with _log_errors():
+        rl = ReceiptLog(log)
+        index = rl.index_of(data)
+        if index is None:
+            _die(f"{_display(str(receipt))} is not in the log {shown} (its exact bytes are "
+                 f"not an entry of its {rl.size} entries)", EXIT_INVALID,
+                 reason="not_in_log")  # fmt: skip
+        proof = rl.inclusion_proof(index)
+        if trusted is not None:
+            Checkpoint.parse(proof.checkpoint).verify(tk.key for tk in trusted)
+    if not proof.verify(data):  # pragma: no cover - inclusion_proof checks it already
+        _die("the inclusion proof does not verify", EXIT_INVALID, reason="not_in_log")
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "log": shown, "file": _display(str(receipt)),
+                    "checkpoint_verified": trusted is not None, **proof.to_json()})  # fmt: skip
+        return
+    typer.echo(
+        f"{_display(str(receipt))} is entry {proof.index} of {proof.tree_size} in {shown} "
+        f"(root {proof.root.hex()}; checkpoint signature "
+        f"{'verified' if trusted is not None else 'not checked: pass --key'})"
+    )
+    typer.echo(f"leaf hash   {proof.leaf_hash.hex()}")
+    for i, h in enumerate(proof.audit_path):
+        typer.echo(f"path[{i:>2}]    {h.hex()}")
+    typer.echo("checkpoint")
+    typer.echo(proof.checkpoint.decode("utf-8"), nl=False)
+
+
+@log_app.command("checkpoint")
+def log_checkpoint(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Print the log's latest signed checkpoint (C2SP tlog-checkpoint note): keep it, and
+    later pass it to `receipt log verify --checkpoint` to prove the log only grew."""
+    from .log import Checkpoint, ReceiptLog, verifier_key
+
+    _run.json = as_json
+    with _log_errors():
+        rl = ReceiptLog(log)
+        note = rl.checkpoint()
+        cp = Checkpoint.parse(note)
+    if as_json:
+        vkey = verifier_key(rl.origin, rl.public_key) if rl.public_key is not None else None
+        _emit_json({"ok": True, "exit_code": 0, "log": _display(str(log)), "origin": cp.origin,
+                    "tree_size": cp.size, "root": cp.root.hex(),
+                    "checkpoint": note.decode("utf-8"), "verifier_key": vkey})  # fmt: skip
+        return
+    sys.stdout.buffer.write(note)
+    sys.stdout.flush()
+
+
+class IndexFormat(StrEnum):
+    ndjson = "ndjson"
+    csv = "csv"
+
+
+@app.command("index")
+def index_cmd(
+    paths: Annotated[list[str], typer.Argument(help="receipt files, directories or logs")],
+    key: KeyOption = None,
+    trust: TrustOption = None,
+    fmt: Annotated[IndexFormat, typer.Option("--format", help="output format")] = (
+        IndexFormat.ndjson
+    ),
+    rejected: Annotated[
+        Path | None,
+        typer.Option("--rejected", help="also write the rejected receipts here (NDJSON)"),
+    ] = None,
+    jobs: JobsOption = None,
+    verbose: Verbose = False,
+) -> None:
+    """Dashboard feed: one flat record per verified receipt (schemas/index-record.schema.json)
+    on stdout; receipts that do not verify are never records: they are listed on stderr
+    (and in --rejected FILE). Exit 1 if any was rejected, 3 if any could not be read."""
+    from .cli import default_jobs
+    from .index import build, csv_header, csv_row, index_items
+
+    trusted = _trusted(key, trust)
+    skip = [str(p) for p in [*(key or []), *([trust] if trust else [])]]
+    if rejected is not None:
+        _check_out(rejected)
+    with _log_errors():
+        items = index_items(paths, skip)
+    if not items:
+        _die("no receipts found", EXIT_USAGE)
+    out = sys.stdout
+    if fmt is IndexFormat.csv:
+        out.write(csv_header())
+    rejects: list[dict[str, Any]] = []
+    n = 0
+    for res in build(items, trusted, jobs if jobs is not None else default_jobs()):
+        rec = res.get("record")
+        if rec is None:
+            r = res["rejected"]
+            rejects.append(r)
+            typer.echo(f"REJECTED  {r['source']}: [{r['reason']}] {r['message']}", err=True)
+            continue
+        n += 1
+        out.write(
+            csv_row(rec) if fmt is IndexFormat.csv else json.dumps(rec, ensure_ascii=False) + "\n"
+        )
+    out.flush()
+    if rejected is not None:
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects).encode("utf-8")
+        try:
+            write_durably(rejected, data)
+        except OSError as exc:
+            _die(f"cannot write {_display(str(rejected))}: {exc.strerror or exc}", EXIT_IO,
+                 reason="unwritable")  # fmt: skip
+    typer.echo(f"{n} indexed, {len(rejects)} rejected", err=True)
+    unreadable = any(r["reason"] == "unreadable" for r in rejects)
+    raise typer.Exit(EXIT_IO if unreadable else EXIT_INVALID if rejects else 0)
+
+
+# -- erasure per person: --subject, locate, open, keygen-commitment ---------------------
+
+
+def _one_thread(threads: list[str] | None, **subject_only: Any) -> str:
+    """The one ``--thread`` of a thread erasure or digest; subject-only options refused."""
+    given = [f"--{k.replace('_', '-')}" for k, v in subject_only.items() if v]
+    if given:
+        _die(f"{', '.join(given)} need(s) --subject", EXIT_USAGE)
+    if not threads:
+        _die("give --thread ID (or --subject ID for every thread of a data subject)", EXIT_USAGE)
+    if len(threads) > 1:
+        _die("--thread is given once, unless with --subject (one receipt for several threads)",
+             EXIT_USAGE)  # fmt: skip
+    return threads[0]
+
+
+def _commitment_key_file(path: Path) -> Any:
+    from .privacy import CommitmentKey
+
+    try:
+        return CommitmentKey.from_file(path)
+    except KeyFormatError as exc:
+        _die(f"{_display(str(path))}: {exc.message}", EXIT_USAGE, reason=exc.reason)
+    except OSError as exc:
+        _die(f"cannot read {_display(str(path))}: {exc.strerror or exc}", EXIT_IO)
+
+
+def _erase_target(
+    threads: list[str] | None,
+    subject: str | None,
+    metadata_key: str | None,
+    needles: list[str] | None,
+    privacy: str | None,
+    commitment_key: Path | None,
+) -> tuple[str | None, dict[str, Any] | None]:
+    """``(thread, None)`` for a thread erasure, or ``(None, erase_subject arguments)``."""
+    if subject is None:
+        thread = _one_thread(threads, metadata_key=metadata_key, needle=needles,
+                             privacy=privacy, commitment_key=commitment_key)  # fmt: skip
+        return thread, None
+    if privacy not in (None, "commitments"):
+        _die(f"--privacy takes 'commitments', not {privacy!r}", EXIT_USAGE)
+    if (privacy is None) != (commitment_key is None):
+        _die("--privacy commitments and --commitment-key KEYFILE go together", EXIT_USAGE)
+    if not threads and metadata_key is None:
+        _die("--subject needs --metadata-key KEY (e.g. user_id) and/or --thread ID", EXIT_USAGE)
+    out: dict[str, Any] = {"subject_id": subject, "threads": threads or [],
+                           "metadata_key": metadata_key, "needles": needles or []}  # fmt: skip
+    if commitment_key is not None:
+        out.update(privacy="commitments", commitment_key=_commitment_key_file(commitment_key))
+    return None, out
+
+
+def _erase_subject(saver: Any, by_subject: dict[str, Any], kwargs: dict[str, Any]) -> Receipt:
+    from .engine import NeedlesFoundError
+
+    try:
+        receipt: Receipt = saver.erase_subject(**by_subject, **kwargs)
+    except NothingToEraseError as exc:
+        _die(exc.message, EXIT_INVALID, reason=exc.reason)
+    except NeedlesFoundError as exc:
+        _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID, reason=exc.reason,
+             locations=exc.locations)  # fmt: skip
+    return receipt
+
+
+def _erased_what(receipt: Receipt) -> str:
+    scope = receipt.predicate["scope"]
+    if "subject" not in scope:
+        return f"thread {scope['thread_id']!r}"
+    return f"subject {scope['subject']!r} ({len(scope['threads'])} threads)"
+
+
+def _subject_fields(receipt: Receipt) -> dict[str, Any]:
+    """``erase --json`` members of a subject receipt (as the receipt names them)."""
+    scope = receipt.predicate["scope"]
+    if "subject" not in scope:
+        return {}
+    return {"subject": scope["subject"], "threads": scope["threads"]}
+
+
+def _reader(saver: Any) -> Any:
+    """A saver for the read-only subject operations. On a PostgreSQL database without
+    this library's schema, ``_open_saver(read_only=True)`` yields a bare measuring
+    object; the Postgres saver on that read-only connection installs nothing for them."""
+    if hasattr(saver, "locate"):
+        return saver
+    from langgraph.store.postgres import PostgresStore
+
+    from .postgres import AttestingPostgresSaver
+
+    store = PostgresStore(saver.conn) if saver.has_store else None
+    return AttestingPostgresSaver(saver.conn, signer=Signer.generate(), store=store)
+
+
+def _digest_subject(
+    db: str,
+    subject: str,
+    threads: list[str],
+    metadata_key: str | None,
+    namespaces: list[tuple[str, ...]],
+    commitment_key: Path | None,
+) -> None:
+    if not threads and metadata_key is None:
+        _die("--subject needs --metadata-key KEY (e.g. user_id) and/or --thread ID", EXIT_USAGE)
+    key = _commitment_key_file(commitment_key) if commitment_key is not None else None
+    with _open_saver(db, Signer.generate(), None, read_only=True) as saver:
+        try:
+            d = _reader(saver).digest_subject(
+                subject, threads=threads, metadata_key=metadata_key,
+                store_namespaces=namespaces, commitment_key=key,
+            )  # fmt: skip
+        except NothingToEraseError as exc:
+            _die(exc.message, EXIT_INVALID, reason=exc.reason)
+    units = {
+        name: {"digest": u.digest, "rows": u.leaves,
+               "tables": {k: v.to_json() for k, v in u.tables.items()}}
+        for name, u in sorted(d.units.items())
+    }  # fmt: skip
+    tables = {k: v.to_json() for k, v in d.tables.items()}
+    if _run.json:
+        _emit_json({"subject": subject, "threads": list(d.threads), "digest": d.digest,
+                    "rows": d.leaves, "tables": tables, "units": units})  # fmt: skip
+        return
+    typer.echo(f"subject {subject!r}: {len(d.threads)} thread(s)")
+    typer.echo(f"digest  {d.digest} ({d.leaves} rows)")
+    for name, u in units.items():
+        typer.echo(f"  {name:<44} {u['rows']:>8} rows  {u['digest']}")
+
+
+def _describe_location(loc: Any) -> str:
+    fields = {k: v for k, v in loc.to_json().items() if k not in ("needle", "form", "table")}
+    where = " ".join(f"{k}={v!r}" for k, v in fields.items() if k not in ("column", "via"))
+    via = "" if loc.via == "sql" else f" (via {loc.via})"
+    return f"#{loc.needle} {loc.form:<18} {loc.table}.{loc.column}  {where}{via}"
+
+
+@app.command("locate")
+def locate_cmd(
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
+    needles: Annotated[list[str], typer.Argument(help="values to find (an email, a name, ...)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Find every stored copy of a value (read-only): every row of the checkpoint tables
+    and the store, by raw byte search, also in JSON's \\uXXXX-escaped forms.
+
+    One line per location (#N is the value's position on the command line). Exit 0
+    whether or not anything is found; the count is on stderr (or in --json).
+    """
+    _run.json = as_json
+    if any(not n for n in needles):
+        _die("a value to find must not be empty", EXIT_USAGE)
+    with _open_saver(db, Signer.generate(), None, read_only=True) as saver:
+        found = _reader(saver).locate(needles)
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "found": len(found),
+                    "locations": [loc.to_json() for loc in found]})  # fmt: skip
+        return
+    for loc in found:
+        typer.echo(_describe_location(loc))
+    typer.echo(f"{len(found)} location(s) of {len(needles)} value(s)", err=True)
+
+
+@app.command("keygen-commitment")
+def keygen_commitment(
+    out: Annotated[Path, typer.Option("--out", help="key file to create (mode 0600)")],
+    verbose: Verbose = False,
+) -> None:
+    """Generate a commitment key for privacy-mode receipts (--privacy commitments).
+
+    Keep it secret, and keep it: receipts carry only HMAC commitments made with it, and
+    without it nobody can show which id a receipt erased (receipt open).
+    """
+    from .privacy import CommitmentKey
+
+    key = CommitmentKey.generate()
+    try:
+        key.to_file(out)
+    except FileExistsError:
+        _die(f"{_display(str(out))} already exists; refusing to overwrite a key", EXIT_IO,
+             reason="output_exists")  # fmt: skip
+    except OSError as exc:
+        _die(f"cannot write {_display(str(out))}: {exc.strerror or exc}", EXIT_IO,
+             reason="unwritable")  # fmt: skip
+    typer.echo(f"key id   {key.key_id}")
+    typer.echo(f"key      {out}  (mode 0600: keep it secret, never hand it out with receipts)")
+
+
+def _open_claims(receipt: Receipt, key: Any, claims: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """For each ``(what, id)``: the value the receipt would carry for it, and whether it
+    does (privacy mode: the commitment under ``key``; otherwise the id itself)."""
+    import base64
+
+    from .privacy import needle_commitment
+
+    p = receipt.predicate
+    scope = p["scope"]
+
+    def commit(label: str, value: str) -> str:
+        return value if key is None else str(key.commit(label, value))
+
+    needles = p.get("needles") or {}
+    threads = scope["threads"] if "threads" in scope else [scope["thread_id"]]
+    out = []
+    for what, value in claims:
+        if what == "thread":
+            c = commit("thread", value)
+            found = c in threads
+        elif what == "subject":
+            c = commit("subject", value)
+            found = c == scope.get("subject")
+        elif what == "store-ns":
+            parts = _namespaces([value])[0]
+            c = commit("store_namespace", ".".join(parts))
+            found = ([c] if key is not None else list(parts)) in scope["store_namespaces"]
+        elif what == "database":
+            c = commit("database", value)
+            found = c == p["backend"]["database"]
+        else:  # needle
+            salt = needles.get("salt")
+            if key is not None:
+                c = key.needle(value)
+            elif salt is not None:
+                c = needle_commitment(base64.b64decode(salt), value)
+            else:
+                c = ""
+            found = bool(c) and c in needles.get("values", [])
+        out.append({"what": what, "value": value, "committed_as": c, "found": found})
+    return out
+
+
+@app.command("open")
+def open_receipt(
+    file: Annotated[Path, typer.Argument(help="receipt file")],
+    commitment_key: CommitmentKeyFile = None,
+    thread: Annotated[
+        list[str] | None, typer.Option("--thread", help="a thread id it erased; repeatable")
+    ] = None,
+    subject: Annotated[str | None, typer.Option("--subject", help="the data subject")] = None,
+    store_ns: Annotated[
+        list[str] | None,
+        typer.Option("--store-ns", help="a store namespace prefix (users/alice); repeatable"),
+    ] = None,
+    database: Annotated[
+        str | None, typer.Option("--database", help="database path (or PostgreSQL label)")
+    ] = None,
+    needle: Annotated[
+        list[str] | None, typer.Option("--needle", help="a value it searched for; repeatable")
+    ] = None,
+    key: KeyOption = None,
+    trust: TrustOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Show an auditor that the given ids are the ones a receipt names.
+
+    A privacy-mode receipt carries HMAC commitments only: with its commitment key this
+    recomputes them (the key must be the receipt's, by key id). Give --key or --trust to
+    verify the receipt's signature too. Exit 0 if every id given is in the receipt, 1 if
+    one is not (or the key is not the receipt's, or the receipt does not verify).
+    """
+    _run.json = as_json
+    claims = [("thread", t) for t in thread or []] + [("store-ns", n) for n in store_ns or []]
+    claims += [("needle", n) for n in needle or []]
+    claims += [(w, v) for w, v in (("subject", subject), ("database", database)) if v]
+    if not claims:
+        _die("name what to show: --thread, --subject, --store-ns, --database or --needle",
+             EXIT_USAGE)  # fmt: skip
+    receipt = _load_receipt(file)
+    signature = "not checked (give --key or --trust)"
+    if key or trust is not None:
+        from .verify import verify_receipt
+
+        try:
+            verify_receipt(receipt, _trusted(key, trust))
+        except Error as exc:
+            _die(f"{_display(str(file))}: does not verify: [{exc.reason}] {exc.message}",
+                 EXIT_INVALID, reason=exc.reason)  # fmt: skip
+        signature = "verified"
+    privacy = receipt.predicate["scope"].get("privacy")
+    ck = None
+    if privacy is not None:
+        if commitment_key is None:
+            _die("this receipt carries commitments: give its --commitment-key", EXIT_USAGE)
+        ck = _commitment_key_file(commitment_key)
+        if ck.key_id != privacy["key_id"]:
+            mine, theirs = ck.key_id[:16], privacy["key_id"][:16]
+            _die(f"the commitment key (id {mine}...) is not this receipt's (id {theirs}...)",
+                 EXIT_INVALID, reason="wrong_commitment_key")  # fmt: skip
+    results = _open_claims(receipt, ck, claims)
+    ok = all(r["found"] for r in results)
+    code = 0 if ok else EXIT_INVALID
+    if as_json:
+        _emit_json({"ok": ok, "exit_code": code, "receipt_id": receipt.receipt_id,
+                    "signature": signature, "claims": results})  # fmt: skip
+    else:
+        typer.echo(f"receipt {receipt.receipt_id} (signature {signature})")
+        for r in results:
+            verdict = "is in this receipt" if r["found"] else "is NOT in this receipt"
+            typer.echo(f"  {r['what']} {r['value']!r} {verdict}: {r['committed_as']}")
+    raise typer.Exit(code)
+
+
+# -- retention sweeps (history.py) -------------------------------------------------------
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _duration(option: str, value: str) -> Any:
+    """``30d``, ``12h``, ``90m``, ``3600s``, ``2w`` as a ``timedelta``; exit 2 otherwise."""
+    import re
+    from datetime import timedelta
+
+    m = re.fullmatch(r"\s*(\d{1,9})\s*([smhdw])\s*", value)
+    if m is None:
+        _die(f"{option} {value!r}: use a number and a unit (s, m, h, d, w), e.g. 30d", EXIT_USAGE)
+    return timedelta(seconds=int(m.group(1)) * _DURATION_UNITS[m.group(2)])
+
+
+class _SweepBar:
+    """The progress of one sweep on stderr, only when stderr is a terminal."""
+
+    def __init__(self, label: str, total: int) -> None:
+        from .cli import _Progress
+
+        self.label, self.done = label, 0
+        self.bar = _Progress(total)
+        if self.bar.on:
+            sys.stderr.write(f"{label}\n")
+
+    def __call__(self, event: Any) -> None:
+        self.done += 1
+        self.bar.update(min(self.done, self.bar.total))
+
+    def close(self) -> None:
+        if self.bar.on and self.done < self.bar.total:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+@app.command()
+def retention(
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
+    idle: Annotated[
+        str | None,
+        typer.Option("--idle", help="erase threads whose latest checkpoint is older than "
+                                    "this (30d, 12h, 90m, 3600s, 2w): one receipt each"),
+    ] = None,
+    history: Annotated[
+        str | None,
+        typer.Option("--history", help="erase the history (keep the latest state) of threads "
+                                       "whose latest checkpoint is older than this"),
+    ] = None,
+    key: Annotated[
+        Path | None,
+        typer.Option("--key", help="Ed25519 private key (PEM, mode 0600); not for --dry-run"),
+    ] = None,
+    archive: Annotated[
+        Path | None, typer.Option("--archive", help="directory the receipts are written to")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=0, help="at most this many threads per sweep")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="measure what would be erased; change nothing")
+    ] = False,
+    password_env: PasswordEnv = None,
+    allow_insecure_key: AllowInsecureKey = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Retention: erase idle threads and/or the history of older threads, one signed
+    receipt per thread into --archive.
+
+    Threads are selected by the time of their latest checkpoint (inside its uuid6 id),
+    from the checkpoints primary key. Resumable: run it again after an interruption and it
+    issues the receipts of committed erasures first, then continues; nothing is erased or
+    attested twice. Exit 1 if any thread failed (the others are done).
+    """
+    _run.json = as_json
+    if idle is None and history is None:
+        _die("give --idle and/or --history", EXIT_USAGE)
+    idle_age = None if idle is None else _duration("--idle", idle)
+    history_age = None if history is None else _duration("--history", history)
+    signer = Signer.generate()
+    if not dry_run:
+        if key is None or archive is None:
+            _die("--key and --archive are required (except with --dry-run)", EXIT_USAGE)
+        signer = _load_signer(key, password_env, allow_insecure_key)
+    _probe_database(db)
+    if archive is not None and not dry_run:
+        _check_archive(archive)
+    results: dict[str, Any] = {"idle": None, "history": None}
+    with _open_saver(db, signer, None if dry_run else archive, read_only=dry_run) as saver:
+        for mode, age in (("idle", idle_age), ("history", history_age)):
+            if age is None:
+                continue
+            bar = None
+            if sys.stderr.isatty() and not as_json:
+                bar = _SweepBar(f"retention --{mode} {idle if mode == 'idle' else history}",
+                                saver.count_idle_threads(age))  # fmt: skip
+            sweep = saver.erase_idle_threads if mode == "idle" else saver.prune_histories
+            try:
+                results[mode] = sweep(age, limit=limit, dry_run=dry_run, progress=bar)
+            finally:
+                if bar is not None:
+                    bar.close()
+    done = [r for r in results.values() if r is not None]
+    totals = {k: sum(getattr(r, k) for r in done) for k in ("threads", "rows", "bytes", "receipts")}
+    failed = sum(r.failed for r in done)
+    code = EXIT_INVALID if failed else 0
+    if as_json:
+        _emit_json({
+            "ok": not failed, "exit_code": code, "dry_run": dry_run,
+            "archive": None if archive is None or dry_run else str(archive),
+            "idle": None if results["idle"] is None else results["idle"].to_json(),
+            "history": None if results["history"] is None else results["history"].to_json(),
+            "totals": totals,
+        })  # fmt: skip
+        raise typer.Exit(code)
+    verb = {"idle": "erased", "history": "pruned"}
+    for mode, r in results.items():
+        if r is None:
+            continue
+        what = f"would be {verb[mode]}" if dry_run else verb[mode]
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
+        typer.echo(f"{mode:<8} before {r.cutoff}: {r.threads} threads {what}, {r.rows} rows, "
+                   f"{r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
+                   f"skipped: {skipped}")  # fmt: skip
+        for tid, msg in r.failures:
+            typer.echo(f"receipt: error: thread {tid!r}: {msg}", err=True)
+    where = "" if dry_run or archive is None else f" in {archive}"
+    typer.echo(f"total    {totals['threads']} threads, {totals['rows']} rows, "
+               f"{totals['bytes']} bytes, {totals['receipts']} receipts{where}")  # fmt: skip
+    if failed:
+        _die(f"{failed} thread(s) failed; the others are done (run again to retry)",
+             EXIT_INVALID, reason="erasure_incomplete")  # fmt: skip

@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -134,6 +134,16 @@ def check_archive(archive: Path | ReceiptLog | None) -> None:
         raise ConfigurationError(
             f"archive {str(archive)!r} is not writable: {exc.strerror or exc}"
         ) from None
+
+
+def _after(a: str, b: str) -> bool:
+    """Whether RFC 3339 UTC time ``a`` is after ``b`` (receipts' form, as instants)."""
+
+    def key(t: str) -> str:
+        base, _, frac = t[:-1].partition(".")
+        return f"{base}.{frac.ljust(6, '0')}"
+
+    return key(a) > key(b)
 
 
 def _normalise(namespaces: Iterable[Sequence[str]]) -> tuple[Namespace, ...]:
@@ -266,6 +276,9 @@ class Attesting:
         store_namespaces: Iterable[Sequence[str]],
         tombstone: bool,
         allow_empty: bool = False,
+        *,
+        request: Any = None,
+        authorization: Any = None,
     ) -> ErasureRequest:
         if isinstance(thread_id, int) and not isinstance(thread_id, bool):
             thread_id = str(thread_id)
@@ -274,7 +287,47 @@ class Attesting:
         namespaces = _normalise(store_namespaces)
         if namespaces and self.store is None:
             raise ConfigurationError("store_namespaces were given but the saver has no store=")
-        return ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
+        er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
+        return self._with_context(er, request, authorization)
+
+    def _with_context(
+        self, er: ErasureRequest, request: Any, authorization: Any
+    ) -> ErasureRequest:
+        """``er`` with the request context and authorization (RECEIPT_SPEC.md 9.6) as
+        the receipt's ``request``/``authorization`` members. Call it once ``er`` has its
+        final kind and scope: the authorization is checked here, with the saver's clock,
+        before anything is deleted (``AuthorizationError``), and again against
+        ``issued_at`` inside the transaction (engine)."""
+        from .request import Authorization, RequestContext, erasure_scope
+
+        if request is None and authorization is None:
+            return er
+        if not isinstance(request, RequestContext):
+            raise ConfigurationError(
+                "request= must be an erasure_receipts.RequestContext (an authorization= "
+                f"names a request id, so it needs one), not {type(request).__name__}"
+            )
+        now = format_time(self._now())
+        if request.received_at is not None and _after(request.received_at, now):
+            raise ConfigurationError(
+                f"request received_at {request.received_at} is in the future (now {now})"
+            )
+        commit = er.privacy.commit if er.privacy is not None else None
+        context = request.to_predicate(commit)
+        auth = None
+        if authorization is not None:
+            if isinstance(authorization, dict):
+                authorization = Authorization.from_obj(authorization)
+            if not isinstance(authorization, Authorization):
+                raise ConfigurationError(
+                    "authorization= must be an erasure_receipts.Authorization (from "
+                    f"authorize() or Authorization.from_json), not {type(authorization).__name__}"
+                )
+            target = er.thread_id  # the subject's id for subject erasures
+            scope = erasure_scope(er.kind, target, er.store_namespaces, commit=commit)
+            authorization.check(er.kind, scope, request.id, now)
+            auth = authorization.to_dict()
+        return replace(er, context=context, authorization=auth)
 
     def _scan(self, residue_scan: ResidueScan | None) -> ResidueScan:
         return self.residue_scan if residue_scan is None else residue_mode(residue_scan)

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "canonicalize",
     "canonicalize_ascii_keys",
+    "parse_own_layout",
     "parse_strict",
 ]
 
@@ -115,6 +116,7 @@ _c_encoder: Any = (
 
 
 _orjson_dumps: Any = None
+_orjson_file: Any = None  # (loads, dumps indented) for parse_own_layout
 
 
 def use_orjson() -> None:
@@ -124,11 +126,12 @@ def use_orjson() -> None:
     ``canonicalize`` and ``rfc8785``), ~3x faster, but a 5 ms import: worth it only
     when many receipts are verified in one process.
     """
-    global _orjson_dumps
+    global _orjson_dumps, _orjson_file
     if _orjson_dumps is None:
         import orjson
 
         option = orjson.OPT_SORT_KEYS
+        _orjson_file = (orjson.loads, orjson.dumps, orjson.OPT_INDENT_2)
 
         def dumps(value: Any) -> bytes:
             try:
@@ -156,6 +159,28 @@ def canonicalize_ascii_keys(value: Any) -> bytes:
         ).encode("utf-8")
     except UnicodeEncodeError:
         raise MalformedReceiptError("string is not valid Unicode", reason="not_utf8") from None
+
+
+def parse_own_layout(data: bytes) -> Any | None:
+    """A fast path for batches (after :func:`use_orjson`): the parsed document when
+    ``data`` is byte for byte the layout ``Receipt.to_json`` writes (2-space indent, one
+    final newline) of what orjson parses from it, else None (then use ``parse_strict``).
+
+    The byte identity is what makes it safe: the serialisation of a parsed document
+    cannot repeat a member name, so ``parse_strict`` would return an equal document
+    (a float still parses here; the schema check rejects it, and the caller's strict
+    re-parse then reports ``float``)."""
+    fast = _orjson_file
+    if fast is None or len(data) > MAX_INPUT_BYTES or data[-1:] != b"\n":
+        return None
+    loads, dumps, indent = fast
+    try:
+        doc = loads(data)
+        if dumps(doc, option=indent) != data[:-1]:
+            return None
+    except (ValueError, TypeError):
+        return None
+    return doc
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

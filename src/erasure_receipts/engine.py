@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
-from .errors import ErasureIncompleteError, MalformedReceiptError, NothingToEraseError
+from .errors import (
+    AuthorizationError,
+    ErasureIncompleteError,
+    MalformedReceiptError,
+    NothingToEraseError,
+)
 from .receipt import Receipt, build_statement, validate_statement
 from .signing import Signer
 
@@ -329,6 +334,10 @@ def erase_rows(
             # erasures that queued behind each other are ordered like the erasures.
             receipt_id = str(uuid.uuid4())
             issued_at = format_time(clock())
+            if request.authorization is not None:  # 9.6: refused before anything is deleted
+                from .request import Authorization
+
+                Authorization.from_obj(request.authorization).check_time(issued_at)
             m = _measure_all(parts, erase=True)
             if not request.allow_empty and not any(t.rows for t in m.tables.values()):
                 # Nothing was deleted; the rollback also drops no tombstone for a typo.
@@ -360,7 +369,7 @@ def erase_rows(
                 "members": members,
             }
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
-    except (NothingToEraseError, NeedlesFoundError):
+    except (NothingToEraseError, NeedlesFoundError, AuthorizationError):
         raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
@@ -431,18 +440,29 @@ class NeedlesFoundError(ErasureIncompleteError):
         self.locations = locations
 
 
-NEEDLE_FORMS = ("raw", "json-escaped", "json-escaped-upper")
+NEEDLE_FORMS = ("raw", "json-escaped", "json-escaped-upper", "json-escaped-nested")
 """How a needle can be stored: its UTF-8 bytes (msgpack, orjson, jsonb), JSON text with
-non-ASCII characters escaped as ``\\uXXXX`` (Python's ``json.dumps`` default), and the
-same with upper-case hex digits."""
+non-ASCII characters escaped as ``\\uXXXX`` (Python's ``json.dumps`` default), the
+same with upper-case hex digits, and that JSON text stored inside a JSON string again
+(a store value or jsonb holding pasted JSON: every backslash doubled)."""
+
+
+def named_needle_forms(needle: str) -> list[tuple[str, bytes]]:
+    """``(form name, bytes)`` searched for one needle; a form equal to an earlier one is
+    left out (an ASCII needle without characters JSON escapes has one form)."""
+    raw = needle.encode("utf-8", "surrogatepass")
+    escaped = json.dumps(needle)[1:-1].encode("ascii")
+    upper = re.sub(rb"\\u([0-9a-f]{4})", lambda m: b"\\u" + m.group(1).upper(), escaped)
+    nested = json.dumps(escaped.decode("ascii"))[1:-1].encode("ascii")
+    named: dict[bytes, str] = {}
+    for name, form in zip(NEEDLE_FORMS, (raw, escaped, upper, nested), strict=True):
+        named.setdefault(form, name)
+    return [(name, form) for form, name in named.items()]
 
 
 def needle_forms(needle: str) -> list[bytes]:
     """The byte strings a backend searches for one needle (see ``NEEDLE_FORMS``)."""
-    raw = needle.encode("utf-8", "surrogatepass")
-    escaped = json.dumps(needle)[1:-1].encode("ascii")
-    upper = re.sub(rb"\\u([0-9a-f]{4})", lambda m: b"\\u" + m.group(1).upper(), escaped)
-    return list(dict.fromkeys((raw, escaped, upper)))
+    return [form for _, form in named_needle_forms(needle)]
 
 
 def _check_needles(backend: ErasureBackend, request: ErasureRequest) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AuthorizationError",
     "ConfigurationError",
     "ErasureError",
     "ErasureIncompleteError",
@@ -165,3 +166,10 @@ class NothingToEraseError(ErasureError):
         super().__init__(msg)
         self.thread_id = thread_id
         self.previous_receipt_id = previous_receipt_id
+
+
+class AuthorizationError(ErasureError):
+    """An erasure's authorization does not cover it (another scope or request id, or
+    past its ``not_after``); refused before anything is deleted."""
+
+    reason = "not_authorized"

@@ -67,9 +67,12 @@ from .backends.postgres import (
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
 from .errors import ErasureIncompleteError, NothingToEraseError, ThreadErasedError
+from .history import AsyncHistoryMethods, HistoryMethods
 from .proof import LeafRecord
 from .receipt import Receipt
+from .request import Authorization, RequestContext
 from .signing import Signer
+from .subject import AsyncSubjectMethods, SubjectMethods
 
 __all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver"]
 
@@ -140,6 +143,8 @@ class _PgAttesting(Attesting):
             lock_timeout_ms=self.lock_timeout_ms,
             residue_scan=bool(residue_scan),
             threads=list(request.threads) if request.kind == "subject" else None,
+            keep=request.keep,
+            kept=request.kept,
         )
 
     def _retryable(self, exc: ErasureIncompleteError) -> bool:
@@ -162,7 +167,7 @@ class _PgAttesting(Attesting):
             return None
 
 
-class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
+class AttestingPostgresSaver(HistoryMethods, SubjectMethods, PostgresSaver, _PgAttesting):
     """``PostgresSaver`` whose deletions are measured, verified and signed.
 
     Args:
@@ -235,10 +240,9 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
         """The parent's ``setup`` (migrations), then this library's tables, functions and
         tombstone triggers (idempotent; needs the privileges the README lists)."""
         super().setup()
-        if not self._schema_ready:
-            with self._session() as s:
-                ensure_schema(s)
-            self._schema_ready = True
+        with self._session() as s:  # a catalog check when current; upgrades otherwise
+            ensure_schema(s)
+        self._schema_ready = True
 
     def _ready(self) -> None:
         """Install on first use, unless already installed (then no privilege is needed)."""
@@ -334,6 +338,8 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
     ) -> Receipt:
         """Erase every row of the thread (3 tables, all namespaces) and its store items.
 
@@ -343,11 +349,19 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
         unless ``allow_empty``; ``ConfigurationError`` before deleting if the receipt could
         not be archived. ``residue_scan`` is accepted for API parity: on PostgreSQL the
         receipt records it as ``not_applicable``.
+        ``request`` (a :class:`RequestContext`) and ``authorization`` (an approver's
+        :class:`Authorization`) become the receipt's ``request``/``authorization``
+        (RECEIPT_SPEC.md 9.6); an authorization for another scope or request id, or past
+        its ``not_after`` by the saver's clock, is refused before anything is deleted
+        (``AuthorizationError``).
         """
-        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        erasure = self._request(
+            thread_id, store_namespaces, tombstone, allow_empty,
+            request=request, authorization=authorization,
+        )  # fmt: skip
         self._preflight()
         self._prepare()
-        return self._erase_flow(request, self._scan(residue_scan))
+        return self._erase_flow(erasure, self._scan(residue_scan))
 
     def delete_thread(self, thread_id: str) -> None:
         """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
@@ -380,9 +394,11 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
     def digest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
     ) -> ThreadDigest:
-        """The measurement an erasure would take now, without deleting anything."""
+        """The measurement an erasure would take now, without deleting anything.
+
+        Read-only: it needs none of this library's tables, so it installs nothing."""
         request = self._request(thread_id, store_namespaces, False)
-        self._prepare()
+        self._resolve_store_rows()
         return self._db(self._measure, request)
 
     def export_leaves(
@@ -409,7 +425,9 @@ class AttestingPostgresSaver(PostgresSaver, _PgAttesting):
         return self._db(pg_backend.is_erased, str(thread_id))
 
 
-class AsyncAttestingPostgresSaver(AsyncPostgresSaver, _PgAttesting, AsyncFlows):
+class AsyncAttestingPostgresSaver(
+    AsyncHistoryMethods, AsyncSubjectMethods, AsyncPostgresSaver, _PgAttesting, AsyncFlows
+):
     """``AsyncPostgresSaver`` whose deletions are measured, verified and signed.
 
     Same arguments as :class:`AttestingPostgresSaver` (``conn`` an ``AsyncConnection``
@@ -483,9 +501,8 @@ class AsyncAttestingPostgresSaver(AsyncPostgresSaver, _PgAttesting, AsyncFlows):
     async def setup(self) -> None:
         """Async :meth:`AttestingPostgresSaver.setup`."""
         await super().setup()
-        if not self._schema_ready:
-            await self._adb(ensure_schema)
-            self._schema_ready = True
+        await self._adb(ensure_schema)  # a catalog check when current; upgrades otherwise
+        self._schema_ready = True
 
     async def _aready(self) -> None:
         if self._schema_ready:
@@ -582,12 +599,17 @@ class AsyncAttestingPostgresSaver(AsyncPostgresSaver, _PgAttesting, AsyncFlows):
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
     ) -> Receipt:
         """Async :meth:`AttestingPostgresSaver.erase_thread`."""
-        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        erasure = self._request(
+            thread_id, store_namespaces, tombstone, allow_empty,
+            request=request, authorization=authorization,
+        )  # fmt: skip
         self._preflight()
         await self._aprepare()
-        receipt = await self._flow(self._erase_flow, request, self._scan(residue_scan))
+        receipt = await self._flow(self._erase_flow, erasure, self._scan(residue_scan))
         self._set_last(receipt)  # in this task's context (the flow ran in a copy)
         return receipt
 
@@ -621,9 +643,9 @@ class AsyncAttestingPostgresSaver(AsyncPostgresSaver, _PgAttesting, AsyncFlows):
     async def adigest_thread(
         self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
     ) -> ThreadDigest:
-        """Async :meth:`AttestingPostgresSaver.digest_thread`."""
+        """Async :meth:`AttestingPostgresSaver.digest_thread` (read-only too)."""
         request = self._request(thread_id, store_namespaces, False)
-        await self._aprepare()
+        await self._resolve_store_rows_async()
         return await self._adb(self._measure, request)
 
     async def aexport_leaves(

@@ -58,10 +58,13 @@ from .backends.sqlite import (
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
 from .errors import NotALangGraphDatabaseError, NothingToEraseError, ThreadErasedError
+from .history import AsyncHistoryMethods, HistoryMethods
 from .log import ReceiptLog
 from .proof import LeafRecord
 from .receipt import Receipt
+from .request import Authorization, RequestContext
 from .signing import Signer
+from .subject import AsyncSubjectMethods, SubjectMethods
 
 __all__ = [
     "AsyncAttestingSqliteSaver",
@@ -124,6 +127,8 @@ class _SqliteAttesting(Attesting):
             versions=_versions(),
             residue_scan=residue_scan,
             threads=list(request.threads) if request.kind == "subject" else None,
+            keep=request.keep,
+            kept=request.kept,
         )
 
     def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:
@@ -165,7 +170,7 @@ class _SqliteAttesting(Attesting):
         return self._measure(conn, request)
 
 
-class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
+class AttestingSqliteSaver(HistoryMethods, SubjectMethods, SqliteSaver, _SqliteAttesting):
     """``SqliteSaver`` whose deletions are measured, verified and signed.
 
     Args:
@@ -343,6 +348,8 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
     ) -> Receipt:
         """Erase every checkpoint row of the thread (all namespaces) and its store items.
 
@@ -351,11 +358,19 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         ``NothingToEraseError`` (nothing deleted, no tombstone) if the scope holds no rows,
         unless ``allow_empty``; ``ConfigurationError`` before deleting if the receipt could
         not be archived. ``residue_scan`` overrides the saver's setting for this call.
+        ``request`` (a :class:`RequestContext`) and ``authorization`` (an approver's
+        :class:`Authorization`) become the receipt's ``request``/``authorization``
+        (RECEIPT_SPEC.md 9.6); an authorization for another scope or request id, or past
+        its ``not_after`` by the saver's clock, is refused before anything is deleted
+        (``AuthorizationError``).
         """
-        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        erasure = self._request(
+            thread_id, store_namespaces, tombstone, allow_empty,
+            request=request, authorization=authorization,
+        )  # fmt: skip
         self._preflight()
         self._prepare()
-        return self._erase_flow(request, self._scan(residue_scan))
+        return self._erase_flow(erasure, self._scan(residue_scan))
 
     def delete_thread(self, thread_id: str) -> None:
         """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
@@ -443,7 +458,9 @@ class AttestingSqliteSaver(SqliteSaver, _SqliteAttesting):
         return self._db(sqlite_backend.is_erased, str(thread_id))
 
 
-class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _SqliteAttesting, AsyncFlows):
+class AsyncAttestingSqliteSaver(
+    AsyncHistoryMethods, AsyncSubjectMethods, AsyncSqliteSaver, _SqliteAttesting, AsyncFlows
+):
     """``AsyncSqliteSaver`` whose deletions are measured, verified and signed.
 
     Same arguments as :class:`AttestingSqliteSaver`. The shared flows run on a worker
@@ -618,12 +635,17 @@ class AsyncAttestingSqliteSaver(AsyncSqliteSaver, _SqliteAttesting, AsyncFlows):
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
     ) -> Receipt:
         """Async :meth:`AttestingSqliteSaver.erase_thread`."""
-        request = self._request(thread_id, store_namespaces, tombstone, allow_empty)
+        erasure = self._request(
+            thread_id, store_namespaces, tombstone, allow_empty,
+            request=request, authorization=authorization,
+        )  # fmt: skip
         self._preflight()
         await self._aprepare()
-        receipt = await self._flow(self._erase_flow, request, self._scan(residue_scan))
+        receipt = await self._flow(self._erase_flow, erasure, self._scan(residue_scan))
         self._set_last(receipt)  # in this task's context (the flow ran in a copy)
         return receipt
 

@@ -108,13 +108,13 @@ def read_input(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> byt
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"cannot read {_display(path)}: not a regular file")
-        size = st.st_size
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            fd = -1
-            # Read what the file says it holds (+1 to notice growth), not a 1 MiB buffer
-            # per file: allocation dominated small reads in batches.
-            data = fh.read(min(size, MAX_INPUT_BYTES) + 1)
-            while len(data) <= MAX_INPUT_BYTES and (more := fh.read(MAX_INPUT_BYTES + 1)):
+        # Read what the file says it holds (+1 to notice growth), not a 1 MiB buffer per
+        # file: allocation dominated small reads in batches. A short read of a regular
+        # file is its end, so a file that did not grow costs one read call.
+        want = min(st.st_size, MAX_INPUT_BYTES) + 1
+        data = os.read(fd, want)
+        if len(data) == want:
+            while len(data) <= MAX_INPUT_BYTES and (more := os.read(fd, MAX_INPUT_BYTES + 1)):
                 data += more
     except OSError as exc:
         raise InputError(f"cannot read {_display(path)}: {_strerror(exc)}") from None

@@ -266,6 +266,75 @@ def _deep_nesting() -> bytes:
     )
 
 
+# -- request context and authorization (RECEIPT_SPEC.md 9.6) ------------------------------
+
+APPROVER = Signer.from_seed(b"\x02" * 32)
+"""The approver of the authorization cases. The corpus is verified with --key only, so no
+key is an approver there: a well-formed authorization is ``authorization_untrusted``;
+tests/test_request_context.py verifies the same files with a trust file naming it."""
+REQUEST = {
+    "id": "DSR-2026-0042",
+    "basis": "gdpr-art17-1b",
+    "requester": "alice@example.com",
+    "received_at": "2026-11-01T09:30:00Z",
+    "due": "2026-12-01T09:30:00Z",
+}
+
+
+def authorization_member(
+    request_id: str = "DSR-2026-0042",
+    thread_id: str = "thread-1",
+    not_after: str = "2026-11-30T00:00:00Z",
+    signer: Signer = APPROVER,
+) -> dict[str, Any]:
+    from erasure_receipts.request import authorize
+
+    scope = {"kind": "thread", "thread_id": thread_id, "store_namespaces": [["users", "u1"]]}
+    auth = authorize(signer, request_id=request_id, scope=scope, not_after=not_after)
+    return auth.to_dict()
+
+
+def with_request(
+    auth: dict[str, Any] | None = None, **request: Any
+) -> Callable[[dict[str, Any]], None]:
+    def mutate(st: dict[str, Any]) -> None:
+        st["predicate"]["request"] = {**REQUEST, **request}
+        if auth is not None:
+            st["predicate"]["authorization"] = auth
+
+    return mutate
+
+
+def _auth_without_request(st: dict[str, Any]) -> None:
+    st["predicate"]["authorization"] = authorization_member()
+
+
+def _auth_tampered_signature() -> dict[str, Any]:
+    auth = authorization_member()
+    sig = bytearray(base64.b64decode(auth["signatures"][0]["sig"]))
+    sig[7] ^= 0x01
+    auth["signatures"][0]["sig"] = _b64(bytes(sig))
+    return auth
+
+
+def _auth_wrong_type() -> dict[str, Any]:
+    auth = authorization_member()
+    auth["statement"]["_type"] = "https://in-toto.io/Statement/v1"
+    return auth
+
+
+def _tamper_request_id() -> bytes:
+    doc = receipt_doc(Receipt.sign(_with(with_request()), TRUSTED))
+    doc["statement"]["predicate"]["request"]["id"] = "DSR-2026-0043"
+    return dump(doc)
+
+
+def _with(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    st = make_statement()
+    mutate(st)
+    return st
+
+
 def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     """file stem -> (builder, exit code, reason, description)."""
     pred = "statement.predicate"
@@ -437,6 +506,43 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
         "dsse_payload_not_base64": (lambda: _replace_once(
             _dsse(canonicalize(make_statement())), b'"payload": "', b'"payload": "%'), 1,
             "schema", "DSSE payload is not base64"),
+        # Request context and authorization (section 9.6).
+        "request_tampered_id": (_tamper_request_id, 1, BAD_SIG,
+            "request id changed after signing"),
+        "request_bad_received_at": (lambda: _resigned_raw(with_request(
+            received_at="2026-02-30T00:00:00Z")), 1, "schema",
+            "request received_at 2026-02-30, validly signed"),
+        "request_missing_due": (lambda: _resigned_raw(lambda st: (with_request()(st),
+            st["predicate"]["request"].pop("due"))), 1, "schema", "request without due"),
+        "request_received_after_issued": (lambda: _resigned(with_request(
+            received_at="2026-11-29T12:00:01Z", due="2026-12-29T00:00:00Z")), 1,
+            "inconsistent", "request received after the erasure began"),
+        "request_due_before_received": (lambda: _resigned(with_request(
+            due="2026-10-01T00:00:00Z")), 1, "inconsistent", "request due before received"),
+        "auth_without_request": (lambda: _resigned_raw(_auth_without_request), 1, "schema",
+            "authorization without a request member"),
+        "auth_wrong_type": (lambda: _resigned_raw(with_request(_auth_wrong_type())), 1,
+            "schema", "authorization statement _type is the in-toto Statement type"),
+        "auth_other_thread": (lambda: _resigned(with_request(authorization_member(
+            thread_id="thread-2"))), 1, "authorization_mismatch",
+            "authorization for thread-2 embedded in a receipt for thread-1"),
+        "auth_other_request": (lambda: _resigned(with_request(authorization_member(
+            request_id="DSR-2026-0041"))), 1, "authorization_mismatch",
+            "authorization for another request id"),
+        "auth_expired": (lambda: _resigned(with_request(authorization_member(
+            not_after="2026-11-29T11:59:59.999999Z"))), 1, "authorization_expired",
+            "authorization not_after one microsecond before issued_at"),
+        "auth_no_approver_trusted": (lambda: _resigned(with_request(authorization_member())),
+            1, "authorization_untrusted",
+            "valid authorization, but --key trusts no approver (verifies with a trust file "
+            "that marks the approver's key role approver)"),
+        "auth_signed_by_receipt_key": (lambda: _resigned(with_request(authorization_member(
+            signer=TRUSTED))), 1, "authorization_untrusted",
+            "authorization signed by the receipt signer's own key (no four eyes)"),
+        "auth_tampered_signature": (lambda: _resigned(with_request(
+            _auth_tampered_signature())), 1, "authorization_untrusted",
+            "authorization signature bit-flipped (authorization_bad_signature with a trust "
+            "file naming the approver)"),
     }  # fmt: skip
     return cases
 
@@ -445,6 +551,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
     return {
         "receipt.json": _good_bytes,
         "receipt-no-embedded-key.json": lambda: make_receipt(embed_key=False).to_json(),
+        "receipt-with-request.json": lambda: Receipt.sign(_with(with_request()), TRUSTED).to_json(),
         "receipt.dsse.json": lambda: (json.dumps(make_receipt().to_dsse(), indent=2) + "\n").encode(
             "utf-8"
         ),

@@ -40,6 +40,7 @@ from psycopg.rows import tuple_row
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
+from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
 
 __all__ = [
     "ADVISORY_CLASS",
@@ -48,22 +49,30 @@ __all__ = [
     "TOMBSTONE_MESSAGE",
     "AsyncBridgeSession",
     "PgTablePart",
+    "PlannedPgPart",
     "PostgresBackend",
     "Session",
     "SyncSession",
     "database_label",
     "ensure_schema",
+    "idle_threads",
     "installed_version",
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
+    "latest_checkpoint",
     "leaf_expression",
+    "locate",
     "mark_issued",
     "namespace_condition",
     "pending_journal",
+    "plan_keep_latest",
+    "purge_journal",
     "record_statement",
+    "redact_journal",
     "reopen",
     "server_identity",
+    "threads_by_metadata",
 ]
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
@@ -665,9 +674,16 @@ class PostgresBackend:
         lock_timeout_ms: int = 30_000,
         residue_scan: bool = False,
         threads: Sequence[str] | None = None,
+        keep: str = "none",
+        kept: Sequence[Sequence[str]] = (),
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
+        # keep="latest" (history): the kept checkpoints, planned inside the transaction
+        # unless given (recovery); see backends/keep_latest.py.
+        self.keep = keep
+        self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        self._writing = False
         self.session = session
         self.thread_id = thread_id
         self.saver = saver
@@ -678,6 +694,11 @@ class PostgresBackend:
         self.vacuum = vacuum
         self.lock_timeout_ms = int(lock_timeout_ms)
         self.residue_scan = residue_scan
+        self.lock_tables: tuple[str, ...] = ()
+        """Tables locked ``SHARE ROW EXCLUSIVE`` first in the transaction: their writers
+        (every thread's) wait for the commit, readers do not. Set when the scope was
+        found by a search (subject discovery, database-wide needles) that must still
+        hold at commit."""
         # Several threads (a subject): one unit per thread and one for the store.
         self.threads = list(threads) if threads is not None else [thread_id]
         units = threads is not None
@@ -706,6 +727,15 @@ class PostgresBackend:
                 PgTablePart(session, table, group, where, params, shape,
                             lock_rows=group == "store", unit=unit)
             )  # fmt: skip
+        if keep == "latest":
+            rows = [p for p in self._parts
+                    if isinstance(p, PgTablePart) and p.group == "checkpoints"]  # fmt: skip
+            self._parts = [
+                PlannedPgPart(session, p.table, p.group, "", (), p.shape, role=role,
+                              resolve=self._planned_where(p.table, role == "kept"))
+                for p in rows
+                for role in ("removed", "kept")
+            ] + [p for p in self._parts if p not in rows]  # fmt: skip
         self._parts += list(extra_parts)
 
     def parts(self) -> Sequence[Part]:
@@ -731,9 +761,18 @@ class PostgresBackend:
             # (a snapshot taken before the lock wait would miss a writer we waited for).
             s.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             s.execute(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
+            if self.lock_tables:
+                # Before the advisory locks: every writer holding a thread's shared lock
+                # also holds ROW EXCLUSIVE on a table here, so it has committed by now.
+                names = ", ".join('"' + t.replace('"', '""') + '"' for t in self.lock_tables)
+                s.execute(f"LOCK TABLE {names} IN SHARE ROW EXCLUSIVE MODE")
             for t in sorted(set(self.threads)):  # one order for every erasure: no deadlock
                 s.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, t))
-            yield
+            self._writing = True
+            try:
+                yield
+            finally:
+                self._writing = False
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -766,7 +805,32 @@ class PostgresBackend:
         """Where any of ``forms`` occurs in a stored value (see the SQLite backend's
         ``find_needles``): ``text`` compared as text, ``jsonb`` as its ``::text`` form,
         ``bytea`` as bytes."""
-        return find_needles(self.session, forms, None if scope == "database" else threads)
+        found = find_needles(self.session, forms, None if scope == "database" else threads)
+        if self.keep != "none":
+            found = [_with_checkpoints(self.session, loc) for loc in found]
+        return found
+
+    # -- keep="latest": the history erasure's plan (backends/keep_latest.py) ------------
+
+    def _planned_where(self, table: str, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
+        def resolve() -> tuple[str, list[Any]]:
+            k = self._resolve_plan()
+            if table == "checkpoint_blobs":
+                cond, params = k.blobs_where(self.thread_id)
+            else:
+                cond, params = k.where("%s")
+            return f"thread_id = %s AND {'NOT ' * kept}{cond}", [self.thread_id, *params]
+
+        return resolve
+
+    def _resolve_plan(self) -> KeepLatest:
+        if self._plan is None:
+            self._plan = plan_keep_latest(self.session, self.thread_id, write=self._writing)
+        return self._plan
+
+    def kept_checkpoints(self) -> list[tuple[str, str]]:
+        """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
+        return list(self._resolve_plan().kept)
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         self.session.execute(
@@ -896,6 +960,62 @@ def find_needles(
     return out
 
 
+def locate(session: Session, forms: Sequence[tuple[int, str, bytes]]) -> list[dict[str, Any]]:
+    """Every stored location of each ``(needle index, form name, bytes)`` across all
+    rows of the checkpoint tables and ``store``, in one REPEATABLE READ snapshot (see
+    the SQLite backend's ``locate``)."""
+    out: list[dict[str, Any]] = []
+    with session.transaction():
+        session.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        for i, name, data in forms:
+            found = find_needles(session, [data], None)
+            out += [{**loc, "needle": i, "form": name} for loc in found]
+    return out
+
+
+def threads_by_metadata(session: Session, key: str, value: str) -> list[str]:
+    """Thread ids (sorted) with a checkpoint whose ``metadata ->> key`` is ``value``
+    (LangGraph copies ``configurable`` keys such as ``user_id`` into the jsonb metadata
+    of every checkpoint; ``copy_thread`` forks keep it). Read-only; one scan of
+    ``checkpoints`` (no index serves an arbitrary key)."""
+    rows = session.query(
+        "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata ->> %s::text = %s::text",
+        (key, value),
+    )
+    return sorted(str(r[0]) for r in rows)
+
+
+def purge_journal(session: Session, older_than: str) -> int:
+    """Delete closed journal entries of erasures that began before ``older_than``;
+    returns how many (see the SQLite backend's ``purge_journal``)."""
+    with session.transaction():
+        rows = session.query(
+            "WITH d AS (DELETE FROM erasure_journal WHERE receipt_sha256 IS NOT NULL "
+            'AND issued_at COLLATE "C" < %s RETURNING 1) SELECT count(*) FROM d',
+            (older_than,),
+        )
+    return int(rows[0][0])
+
+
+def redact_journal(
+    session: Session, receipt_id: str, thread_id: str, rewrite: Callable[[str], str]
+) -> bool:
+    """Privacy mode: replace the raw ids of a journal entry whose statement is journaled
+    (see the SQLite backend's ``redact_journal``)."""
+    with session.transaction():
+        rows = session.query(
+            "SELECT entry FROM erasure_journal WHERE receipt_id = %s AND statement IS NOT NULL "
+            "FOR UPDATE",
+            (receipt_id,),
+        )
+        if rows:
+            session.execute(
+                "UPDATE erasure_journal SET thread_id = %s, entry = %s WHERE receipt_id = %s",
+                (thread_id, rewrite(str(rows[0][0])), receipt_id),
+            )
+    return bool(rows)
+
+
 def retryable(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is a transient conflict worth retrying."""
     seen: BaseException | None = exc
@@ -904,3 +1024,100 @@ def retryable(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__
     return False
+
+
+# -- keep="latest" (history erasure) and retention selection -----------------------------
+
+
+@dataclass
+class PlannedPgPart(PgTablePart):
+    """A table's removed (or kept) rows of a history erasure: ``where`` and ``params``
+    come from the plan the first time the part reads - inside the erasure transaction,
+    after the advisory lock."""
+
+    resolve: Callable[[], tuple[str, list[Any]]] | None = None
+
+    def _ready(self) -> None:
+        if self.resolve is not None:
+            self.where, self.params = self.resolve()
+            self.resolve = None
+
+    def _measure(self, sink: LeafSink, lock: bool) -> TableCount:
+        self._ready()
+        return super()._measure(sink, lock)
+
+    def leaves(self) -> Iterator[bytes]:
+        self._ready()
+        return super().leaves()
+
+    def finish(self) -> None:
+        self._ready()
+        super().finish()
+
+    def remaining(self) -> int:
+        self._ready()
+        return super().remaining()
+
+
+def plan_keep_latest(session: Session, thread_id: str, *, write: bool) -> KeepLatest:
+    """LangGraph's ``keep_latest`` choice for one thread, with LangGraph's own queries
+    (``PRUNE_HEADS_SQL``: heads, sends parents, subgraph calls' roots), see
+    ``keep_latest.plan``. Refuses (``DeltaChannelError``) a ``DeltaChannel`` thread. With
+    ``write`` (inside the erasure transaction) a kept checkpoint whose parent is removed
+    is left with no parent, as LangGraph's ``prune`` does."""
+    from langgraph.checkpoint.postgres.base import (
+        PRUNE_DELTA_THREADS_SQL,
+        PRUNE_HEADS_SQL,
+        PRUNE_PARENTS_SQL,
+    )
+
+    if session.query(PRUNE_DELTA_THREADS_SQL, ([thread_id], [thread_id])):
+        raise DeltaChannelError([thread_id])
+    heads = [
+        Head(str(ns), str(head), None if sends is None else str(sends),
+             None if root is None else str(root), bool(saved))
+        for ns, head, sends, root, saved in session.query(PRUNE_HEADS_SQL, (thread_id,) * 4)
+    ]  # fmt: skip
+    k = plan(heads)
+    if write:
+        for ns, ids in k.by_ns.items():
+            session.execute(PRUNE_PARENTS_SQL, (thread_id, ns, list(ids), list(ids)))
+    return k
+
+
+def _with_checkpoints(session: Session, loc: dict[str, Any]) -> dict[str, Any]:
+    """A needle location in ``checkpoint_blobs`` (keyed by channel and version) also
+    names the checkpoints that reference the blob."""
+    if loc.get("table") != "checkpoint_blobs":
+        return loc
+    rows = session.query(
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+        "AND checkpoint -> 'channel_versions' ->> %s::text = %s::text ORDER BY checkpoint_id",
+        (loc["thread_id"], loc["checkpoint_ns"], loc["channel"], loc["version"]),
+    )
+    named = {k: v for k, v in loc.items() if k != "column"}
+    return {**named, "checkpoint_id": ",".join(str(r[0]) for r in rows) or None,
+            "column": loc.get("column")}  # fmt: skip
+
+
+def idle_threads(
+    session: Session, before: str, after: str | None, limit: int
+) -> list[tuple[str, str, int, int]]:
+    """One page of retention candidates (see the SQLite backend's ``idle_threads``): read
+    from the ``checkpoints`` primary key, never from a value or ``checkpoint_blobs``."""
+    cond, params = ("WHERE thread_id > %s", [after]) if after is not None else ("", [])
+    rows = session.query(
+        "SELECT thread_id, max(checkpoint_id), count(*), count(DISTINCT checkpoint_ns) "
+        f"FROM checkpoints {cond} GROUP BY thread_id "
+        "HAVING max(checkpoint_id) < %s OR length(max(checkpoint_id)) <> 36 "
+        "OR substr(max(checkpoint_id), 15, 1) <> '6' ORDER BY thread_id LIMIT %s",
+        [*params, before, limit],
+    )
+    return [(str(t), str(m), int(n), int(k)) for t, m, n, k in rows]
+
+
+def latest_checkpoint(session: Session, thread_id: str) -> str | None:
+    """The thread's latest checkpoint id over every namespace."""
+    rows = session.query("SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s",
+                         (thread_id,))  # fmt: skip
+    return None if not rows or rows[0][0] is None else str(rows[0][0])

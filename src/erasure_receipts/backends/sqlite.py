@@ -12,6 +12,7 @@ through this library.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -21,24 +22,33 @@ from typing import Any
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
+from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
 from .sqlite_residue import Needles, residue_scan
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
+    "PlannedSqlPart",
     "SqlTablePart",
     "SqliteBackend",
     "database_path",
     "ensure_tombstones",
     "find_needles",
+    "idle_threads",
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
+    "latest_checkpoint",
+    "locate",
     "mark_issued",
     "namespace_condition",
     "pending_journal",
+    "plan_keep_latest",
+    "purge_journal",
     "record_statement",
+    "redact_journal",
     "reopen",
     "scrub",
+    "threads_by_metadata",
 ]
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
@@ -282,6 +292,88 @@ def find_needles(
     return out
 
 
+def locate(
+    conn: sqlite3.Connection, forms: Sequence[tuple[int, str, bytes]]
+) -> list[dict[str, Any]]:
+    """Every stored location of each ``(needle index, form name, bytes)`` across all
+    rows of ``checkpoints``, ``writes`` and ``store``, in one read snapshot.
+
+    Each location is :func:`find_needles`' (table, primary key, channel, column) with
+    ``needle`` and ``form`` set from the searched form; never the value itself.
+    """
+    out: list[dict[str, Any]] = []
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        for i, name, data in forms:
+            found = find_needles(conn, [data], None)
+            out += [{**loc, "needle": i, "form": name} for loc in found]
+    finally:
+        if own:
+            conn.rollback()
+    return out
+
+
+def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[str]:
+    """Thread ids (sorted) with a checkpoint whose metadata has the top-level ``key``
+    equal to ``value`` (a JSON string, or a JSON integer written as ``value``).
+
+    LangGraph copies ``configurable`` keys such as ``user_id`` into every checkpoint's
+    metadata (a JSON BLOB), and ``copy_thread`` forks keep it. One scan of
+    ``checkpoints``: rows are pre-filtered by a byte search for ``value`` as JSON text
+    and only those are parsed. Read-only; inside an erasure it reads that transaction.
+    """
+    forms = list(
+        dict.fromkeys(
+            json.dumps(value, ensure_ascii=a)[1:-1].encode("utf-8", "surrogatepass")
+            for a in (False, True)
+        )
+    )
+    pre = " OR ".join("instr(CAST(c.metadata AS BLOB), ?) > 0" for _ in forms)
+    rows = conn.execute(
+        "SELECT DISTINCT CAST(c.thread_id AS BLOB) FROM checkpoints c, "
+        "json_each(CAST(c.metadata AS TEXT)) j "
+        f"WHERE c.metadata IS NOT NULL AND ({pre}) AND j.key = ? "
+        "AND j.type IN ('text', 'integer') AND CAST(j.value AS TEXT) = ?",
+        [*forms, key, value],
+    ).fetchall()
+    enc = text_encoding(conn)
+    return sorted(bytes(r[0]).decode(enc, "surrogatepass") for r in rows)
+
+
+def purge_journal(conn: sqlite3.Connection, older_than: str) -> int:
+    """Delete closed journal entries (their receipt was issued) of erasures that began
+    before ``older_than``; returns how many. Open entries are never purged (their
+    receipt is still to be issued); tombstones are untouched."""
+    with _autocommit(conn):
+        cur = conn.execute(
+            "DELETE FROM erasure_journal WHERE receipt_sha256 IS NOT NULL AND issued_at < ?",
+            (older_than,),
+        )
+    return int(cur.rowcount)
+
+
+def redact_journal(
+    conn: sqlite3.Connection, receipt_id: str, thread_id: str, rewrite: Callable[[str], str]
+) -> bool:
+    """Privacy mode: once an entry's statement is journaled (recovery then only signs
+    it), replace the raw ids it kept for recovery: ``thread_id`` becomes the given
+    commitment and ``entry`` is passed through ``rewrite``. False if the entry has no
+    statement yet (then it is left as it is)."""
+    with _autocommit(conn):
+        row = conn.execute(
+            "SELECT entry FROM erasure_journal WHERE receipt_id = ? AND statement IS NOT NULL",
+            (receipt_id,),
+        ).fetchone()
+        if row is not None:
+            conn.execute(
+                "UPDATE erasure_journal SET thread_id = ?, entry = ? WHERE receipt_id = ?",
+                (thread_id, rewrite(str(row[0])), receipt_id),
+            )
+    return row is not None
+
+
 def is_tombstone_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the tombstone trigger's abort (an ``IntegrityError`` carrying
     ``TOMBSTONE_MESSAGE``), not some other constraint failure."""
@@ -492,9 +584,16 @@ class SqliteBackend:
         versions: dict[str, str],
         residue_scan: bool | str = False,
         threads: Sequence[str] | None = None,
+        keep: str = "none",
+        kept: Sequence[Sequence[str]] = (),
     ) -> None:
         self.extra_residue = extra_residue
         self.force_vacuum = residue_scan == "vacuum"
+        # keep="latest" (history): the kept checkpoints, planned inside the transaction
+        # unless given (recovery); see backends/keep_latest.py.
+        self.keep = keep
+        self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        self._writing = False
         self.needles: Needles | None = None
         self._erased = False
         self.conn = conn
@@ -512,6 +611,13 @@ class SqliteBackend:
             for t in self.threads
             for table in ("checkpoints", "writes")
         ]  # fmt: skip
+        if keep == "latest":
+            self._parts = [
+                PlannedSqlPart(conn, table, "checkpoints", "", (), role=role,
+                               resolve=self._planned_where(role == "kept"))
+                for table in ("checkpoints", "writes")
+                for role in ("removed", "kept")
+            ]  # fmt: skip
         if store_rows_namespaces:
             where, params = namespace_condition(store_rows_namespaces)
             self._parts += [
@@ -533,7 +639,8 @@ class SqliteBackend:
             self.needles = Needles(enc, exclude=[*self.threads, *prefixes])
             for p in self._parts:
                 assert isinstance(p, SqlTablePart)
-                p.observer = self.needles.add_row
+                if p.role != "kept":  # kept rows are not erased: not needles
+                    p.observer = self.needles.add_row
         self._parts += list(extra_parts)
 
     def parts(self) -> Sequence[Part]:
@@ -559,6 +666,7 @@ class SqliteBackend:
             raise RuntimeError("the saver's connection has an open transaction; refusing")
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("BEGIN IMMEDIATE")
+        self._writing = True
         try:
             yield
             conn.commit()  # inside the try: a failed COMMIT leaves the transaction open
@@ -569,6 +677,8 @@ class SqliteBackend:
             except sqlite3.Error as exc:  # pragma: no cover - connection unusable
                 raise RuntimeError(f"erasure transaction could not be rolled back: {exc}") from exc
             raise
+        finally:
+            self._writing = False
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -643,3 +753,141 @@ class SqliteBackend:
         if self.extra_residue is not None:
             out += self.extra_residue()
         return out
+
+    # -- keep="latest": the history erasure's plan (backends/keep_latest.py) ------------
+
+    def _planned_where(self, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
+        def resolve() -> tuple[str, list[Any]]:
+            cond, params = self._resolve_plan().where("?")
+            return f"thread_id = ? AND {'NOT ' * kept}{cond}", [self.thread_id, *params]
+
+        return resolve
+
+    def _resolve_plan(self) -> KeepLatest:
+        if self._plan is None:
+            self._plan = plan_keep_latest(self.conn, self.thread_id, write=self._writing)
+        return self._plan
+
+    def kept_checkpoints(self) -> list[tuple[str, str]]:
+        """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
+        return list(self._resolve_plan().kept)
+
+
+@dataclass
+class PlannedSqlPart(SqlTablePart):
+    """A table's removed (or kept) rows of a history erasure: ``where`` and ``params``
+    come from the plan the first time the part reads - inside the erasure transaction,
+    so the plan sees what the write lock protects."""
+
+    resolve: Callable[[], tuple[str, list[Any]]] | None = None
+
+    def _ready(self) -> None:
+        if self.resolve is not None:
+            self.where, self.params = self.resolve()
+            self.resolve = None
+
+    def _rows(self) -> Iterator[tuple[Sequence[Any], int]]:
+        self._ready()
+        return super()._rows()
+
+    def finish(self) -> None:
+        self._ready()
+        super().finish()
+
+    def remaining(self) -> int:
+        self._ready()
+        return super().remaining()
+
+
+def _metadata(raw: Any, enc: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(bytes(raw).decode(enc, "surrogatepass")) if raw is not None else {}
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -> KeepLatest:
+    """LangGraph's ``keep_latest`` choice for one thread (see ``keep_latest.plan``).
+
+    Refuses (``DeltaChannelError``) a thread whose checkpoint metadata marks a
+    ``DeltaChannel``. The SQLite saver keeps a pre-v4 checkpoint's pending sends in the
+    checkpoint itself, so no sends parent is kept here. With ``write`` (inside the
+    erasure transaction) a kept checkpoint whose parent is removed is left with no parent,
+    as LangGraph's ``prune`` does.
+    """
+    enc = text_encoding(conn)
+    marks = [f'"{k}"'.encode(enc) for k in DELTA_KEYS]
+    for (raw,) in conn.execute(
+        "SELECT CAST(metadata AS BLOB) FROM checkpoints WHERE thread_id = ? AND ("
+        + " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in marks) + ")",
+        [thread_id, *marks],
+    ):
+        if any(k in _metadata(raw, enc) for k in DELTA_KEYS):
+            raise DeltaChannelError([thread_id])
+    heads: list[Head] = []
+    for raw_ns, raw_id in conn.execute(
+        "SELECT CAST(checkpoint_ns AS BLOB), CAST(max(checkpoint_id) AS BLOB) FROM checkpoints "
+        "WHERE thread_id = ? GROUP BY checkpoint_ns",
+        (thread_id,),
+    ).fetchall():
+        ns, head = bytes(raw_ns).decode(enc), bytes(raw_id).decode(enc)
+        root, saved = None, False
+        if ":" in ns:
+            row = conn.execute(
+                "SELECT CAST(metadata AS BLOB) FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread_id, ns, head),
+            ).fetchone()
+            parents = _metadata(row[0] if row else None, enc).get("parents")
+            root = parents.get("") if isinstance(parents, dict) else None
+            saved = isinstance(root, str) and bool(
+                conn.execute(
+                    "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                    "AND checkpoint_id = ?",
+                    (thread_id, root),
+                ).fetchone()
+            )
+        heads.append(Head(ns, head, None, root if isinstance(root, str) else None, saved))
+    k = plan(heads)
+    if write:
+        for ns, ids in k.by_ns.items():
+            marks_ids = ", ".join("?" * len(ids))
+            conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = ? "
+                f"AND checkpoint_ns = ? AND checkpoint_id IN ({marks_ids}) "
+                f"AND parent_checkpoint_id NOT IN ({marks_ids})",
+                [thread_id, ns, *ids, *ids],
+            )
+    return k
+
+
+def idle_threads(
+    conn: sqlite3.Connection, before: str, after: str | None, limit: int
+) -> list[tuple[str, str, int, int]]:
+    """One page of retention candidates, in thread-id order after ``after``: threads whose
+    latest checkpoint id (over every namespace) sorts before ``before`` - or is not a
+    uuid6, so its time is unknown - as ``(thread_id, latest checkpoint id, checkpoints,
+    namespaces)``. Reads only the ``checkpoints`` primary-key index, never a value."""
+    enc = text_encoding(conn)
+    cond, params = ("WHERE thread_id > ?", [after]) if after is not None else ("", [])
+    rows = conn.execute(
+        "SELECT CAST(thread_id AS BLOB), CAST(max(checkpoint_id) AS BLOB), count(*), "
+        f"count(DISTINCT checkpoint_ns) FROM checkpoints {cond} GROUP BY thread_id "
+        "HAVING max(checkpoint_id) < ? OR length(max(checkpoint_id)) <> 36 "
+        "OR substr(max(checkpoint_id), 15, 1) <> '6' ORDER BY thread_id LIMIT ?",
+        [*params, before, limit],
+    ).fetchall()
+    if conn.in_transaction:
+        conn.commit()  # end an implicit read transaction (legacy isolation modes)
+    return [(bytes(t).decode(enc), bytes(m).decode(enc), int(n), int(k)) for t, m, n, k in rows]
+
+
+def latest_checkpoint(conn: sqlite3.Connection, thread_id: str) -> str | None:
+    """The thread's latest checkpoint id over every namespace (inside a transaction:
+    what that transaction sees)."""
+    row = conn.execute(
+        "SELECT CAST(max(checkpoint_id) AS BLOB) FROM checkpoints WHERE thread_id = ?",
+        (thread_id,),
+    ).fetchone()
+    return None if row is None or row[0] is None else bytes(row[0]).decode(text_encoding(conn))

@@ -1,0 +1,175 @@
+"""``keep="latest"``: which rows of a thread a history erasure keeps, for every backend.
+
+The *plan* follows ``prune(strategy="keep_latest")`` of ``langgraph-checkpoint-postgres``:
+per checkpoint namespace the latest checkpoint (what ``get_tuple`` loads) is kept, plus,
+on PostgreSQL, the parent it reads its pending sends from when it predates checkpoint
+format v4. A subgraph *call*'s namespace (its name has a task id after ``:``) whose root
+checkpoint is saved and is not the kept root checkpoint is removed entirely; a
+``checkpointer=True`` subgraph's namespace (no ``:``) keeps its latest checkpoint.
+
+The plan yields ``K``, the kept ``(checkpoint_ns, checkpoint_id)`` pairs, and everything
+else is a *rule over K* (RECEIPT_SPEC.md 9.2), so the removed set can be re-measured
+after commit - and by a recovery that only knows ``K`` - without counting rows that a
+still-running graph writes afterwards (the thread lives on; checkpoint ids are uuid6,
+ordered by time):
+
+* a checkpoint or write ``(ns, id)`` is **removed** when ``ns`` has kept checkpoints,
+  ``id`` sorts before the latest kept id of ``ns`` (``H_ns``) and ``(ns, id)`` is not
+  kept; or when ``ns`` has none, the root namespace ``""`` has some, and ``id`` sorts
+  before ``H_""`` (removed subgraph calls ran before the kept root checkpoint existed);
+* a blob (PostgreSQL ``checkpoint_blobs``) of such a namespace is **removed** when no
+  *surviving* checkpoint of its namespace references its ``(channel, version)`` - a
+  surviving checkpoint being a kept one or one newer than ``H_ns`` (``H_""`` for a
+  namespace without kept checkpoints);
+* every other row of the thread **remains**, and is measured into ``kept_state``.
+
+Backends turn the rule into SQL (:meth:`KeepLatest.where`, :meth:`KeepLatest.blobs_where`)
+with their placeholder style. Nothing here knows about receipts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["DELTA_KEYS", "DeltaChannelError", "Head", "KeepLatest", "plan"]
+
+DELTA_KEYS = ("counters_since_delta_snapshot", "delta_writes_versioned")
+"""Checkpoint metadata keys of a thread that uses a ``DeltaChannel`` (as LangGraph's own
+``prune`` checks them)."""
+
+
+class DeltaChannelError(NotImplementedError):
+    """LangGraph refuses ``keep_latest`` on ``DeltaChannel`` threads: the latest value is
+    rebuilt from older checkpoints and their writes, so they cannot be removed."""
+
+    def __init__(self, thread_ids: Iterable[str]) -> None:
+        super().__init__(
+            "keep_latest can't prune threads that use a DeltaChannel: "
+            + ", ".join(sorted(thread_ids))
+        )
+
+
+@dataclass(frozen=True)
+class Head:
+    """The latest checkpoint of one namespace, as the plan sees it."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    sends_parent: str | None = None
+    """PostgreSQL, checkpoint format < 4: the parent holding the pending sends."""
+    root: str | None = None
+    """``metadata.parents[""]``: the root checkpoint a subgraph call started from."""
+    root_saved: bool = False
+
+
+@dataclass(frozen=True)
+class KeepLatest:
+    """``K`` and the rule derived from it (see the module docstring)."""
+
+    kept: tuple[tuple[str, str], ...]
+    """Sorted, unique ``(checkpoint_ns, checkpoint_id)``."""
+    by_ns: dict[str, tuple[str, ...]] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_ns: dict[str, list[str]] = {}
+        for ns, cid in self.kept:
+            by_ns.setdefault(ns, []).append(cid)
+        object.__setattr__(self, "by_ns", {ns: tuple(sorted(ids)) for ns, ids in by_ns.items()})
+
+    @classmethod
+    def of(cls, kept: Iterable[Sequence[str]]) -> KeepLatest:
+        """From kept pairs in any order (e.g. a journal entry's)."""
+        return cls(tuple(sorted({(str(ns), str(cid)) for ns, cid in kept})))
+
+    @property
+    def root_bound(self) -> str | None:
+        """``H_""``: rows of namespaces without kept checkpoints sorting before it are
+        removed; None when the root namespace keeps nothing (then they all remain)."""
+        ids = self.by_ns.get("")
+        return max(ids) if ids else None
+
+    def removes(self, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        """The rule for one checkpoint or write, in Python (the public-API checks)."""
+        ids = self.by_ns.get(checkpoint_ns)
+        if ids:
+            return checkpoint_id < max(ids) and checkpoint_id not in ids
+        bound = self.root_bound
+        return bound is not None and checkpoint_id < bound
+
+    def where(self, ph: str) -> tuple[str, list[str]]:
+        """SQL (without the thread condition) true for the *removed* rows of a table with
+        ``checkpoint_ns`` and ``checkpoint_id`` columns; ``ph`` is the placeholder."""
+        clauses: list[str] = []
+        params: list[str] = []
+        for ns, ids in self.by_ns.items():
+            older = [i for i in ids if i != max(ids)]
+            clause = f"checkpoint_ns = {ph} AND checkpoint_id < {ph}"
+            params += [ns, max(ids)]
+            if older:  # e.g. a sends parent: kept although older than the head
+                clause += f" AND checkpoint_id NOT IN ({', '.join([ph] * len(older))})"
+                params += older
+            clauses.append(f"({clause})")
+        bound = self.root_bound
+        if bound is not None:
+            clauses.append(
+                f"(checkpoint_ns NOT IN ({', '.join([ph] * len(self.by_ns))}) "
+                f"AND checkpoint_id < {ph})"
+            )
+            params += [*self.by_ns, bound]
+        return ("(" + " OR ".join(clauses) + ")" if clauses else "(1 = 0)"), params
+
+    def blobs_where(self, thread_id: str) -> tuple[str, list[str]]:
+        """PostgreSQL: true for the *removed* rows of ``checkpoint_blobs`` of
+        ``thread_id`` (``%s`` placeholders): in a namespace the rule covers, and
+        referenced by no surviving checkpoint of that namespace. The references of the
+        surviving checkpoints (a handful) are collected once per statement and probed
+        as a hashed set, never joined row by row with the blobs."""
+        if not self.by_ns:
+            return "(1 = 0)", []
+        alive: list[str] = []
+        params: list[str] = [thread_id]
+        for ns, ids in self.by_ns.items():
+            alive.append(f"(c.checkpoint_ns = %s AND (c.checkpoint_id IN "
+                         f"({', '.join(['%s'] * len(ids))}) OR c.checkpoint_id > %s))")  # fmt: skip
+            params += [ns, *ids, max(ids)]
+        kept_ns = ", ".join(["%s"] * len(self.by_ns))
+        bound = self.root_bound
+        if bound is not None:
+            alive.append(f"(c.checkpoint_ns NOT IN ({kept_ns}) AND c.checkpoint_id >= %s)")
+            params += [*self.by_ns, bound]
+        refs = (
+            "SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c CROSS JOIN LATERAL "
+            "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+            f"WHERE c.thread_id = %s AND v.value IS NOT NULL AND ({' OR '.join(alive)})"
+        )
+        covered = ""
+        if bound is None:
+            covered = f"checkpoint_ns IN ({kept_ns}) AND "
+            params = [*self.by_ns, *params]
+        return f"({covered}(checkpoint_ns, channel, version) NOT IN ({refs}))", params
+
+
+def plan(heads: Iterable[Head]) -> KeepLatest:
+    """LangGraph's ``keep_latest`` choice of ``K`` from each namespace's latest checkpoint.
+
+    One deviation, so that the rule over ``K`` removes exactly what the plan removes: a
+    subgraph call whose latest checkpoint does not sort before the kept root checkpoint
+    (clocks of different writers disagreeing) keeps its latest checkpoint instead of
+    being removed.
+    """
+    heads = list(heads)
+    kept = {h.checkpoint_ns: [h.checkpoint_id, *([h.sends_parent] if h.sends_parent else [])]
+            for h in heads}  # fmt: skip
+    root_kept = kept.get("", [])
+    bound = max(root_kept) if root_kept else None
+    calls = {
+        h.checkpoint_ns
+        for h in heads
+        if ":" in h.checkpoint_ns
+        and h.root_saved
+        and h.root not in root_kept
+        and bound is not None
+        and h.checkpoint_id < bound
+    }
+    return KeepLatest.of((ns, cid) for ns, ids in kept.items() if ns not in calls for cid in ids)

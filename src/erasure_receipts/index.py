@@ -1,0 +1,212 @@
+"""Dashboard feed: one flat, schema-described record per *verified* receipt.
+
+``receipt index DIR|LOG... --key PUB.pem --format ndjson|csv`` turns an archive (receipt
+files, directories of them, receipt logs) into rows a compliance dashboard ingests
+directly: every field is a string, integer, boolean or null, the same columns in the
+same order for every row (``FIELDS``), described by
+``schemas/index-record.schema.json``. A record is built only from the statement that
+:func:`~erasure_receipts.verify.verify_receipt` parsed afresh from the signed payload,
+so a receipt that was tampered with (or is untrusted, or malformed) never becomes a row:
+it is listed separately, as a rejection with its reason code.
+
+Tables map to the two groups of a receipt's ``methods``: ``store`` and
+``store_vectors`` are the ``store`` group, every other table (``checkpoints``,
+``writes``, ``checkpoint_blobs``, ``checkpoint_writes``) the ``checkpoints`` group.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .errors import Error
+from .verify import TrustStore, VerifiedReceipt, verify_receipt
+
+__all__ = [
+    "FIELDS",
+    "RECORD_TYPE",
+    "STORE_TABLES",
+    "IndexItem",
+    "build",
+    "csv_header",
+    "csv_row",
+    "index_items",
+    "index_one",
+    "index_record",
+]
+
+RECORD_TYPE = "erasure-receipts-index-v1"
+STORE_TABLES = frozenset(("store", "store_vectors"))
+FIELDS: tuple[str, ...] = (
+    "record_type",
+    "receipt_id",
+    "issued_at",
+    "kind",
+    "status",
+    "thread_id",
+    "subject",
+    "subject_name",
+    "pre_digest",
+    "rows",
+    "bytes",
+    "rows_checkpoints",
+    "bytes_checkpoints",
+    "rows_store",
+    "bytes_store",
+    "method_checkpoints",
+    "method_store",
+    "store_namespaces",
+    "tombstone",
+    "residue",
+    "residue_worst",
+    "backend",
+    "key_id",
+    "key_name",
+    "log_index",
+    "source",
+)
+"""The columns, in order (the CSV header; the keys of every NDJSON record)."""
+
+# worst first: a dashboard shows the worst residue outcome of a receipt in one column
+_RESIDUE_ORDER = ("failed", "partial", "skipped", "not_applicable", "applied")
+
+
+def index_record(
+    v: VerifiedReceipt, *, source: str, log_index: int | None = None
+) -> dict[str, Any]:
+    """The flat record of one verified receipt (keys in ``FIELDS`` order).
+
+    ``thread_id`` is the scope's thread (null for a receipt whose scope is a subject);
+    ``subject`` the scope's subject commitment when it has one; ``subject_name`` the
+    in-toto subject. ``rows``/``bytes`` are the pre-deletion totals; the per-group
+    figures add up to them. ``residue`` is ``action=status`` pairs joined by ``;`` in
+    receipt order, ``residue_worst`` the worst status (failed, partial, skipped,
+    not_applicable, applied; null without residue actions)."""
+    st = v.statement
+    p = st["predicate"]
+    pre = p["pre_state"]
+    groups = {"checkpoints": [0, 0], "store": [0, 0]}
+    for table, t in pre["tables"].items():
+        g = groups["store" if table in STORE_TABLES else "checkpoints"]
+        g[0] += t["rows"]
+        g[1] += t["bytes"]
+    scope = p["scope"]
+    residue = [(r["action"], r["status"]) for r in p["residue"]]
+    statuses = {s for _, s in residue}
+    worst = next((s for s in _RESIDUE_ORDER if s in statuses), None)
+    methods = p["methods"]
+    record = {
+        "record_type": RECORD_TYPE,
+        "receipt_id": p["receipt_id"],
+        "issued_at": p["issued_at"],
+        "kind": p.get("kind", "thread"),
+        "status": p["status"],
+        "thread_id": scope.get("thread_id"),
+        "subject": scope.get("subject"),
+        "subject_name": st["subject"][0]["name"],
+        "pre_digest": pre["digest"]["sha256"],
+        "rows": pre["leaves"],
+        "bytes": groups["checkpoints"][1] + groups["store"][1],
+        "rows_checkpoints": groups["checkpoints"][0],
+        "bytes_checkpoints": groups["checkpoints"][1],
+        "rows_store": groups["store"][0],
+        "bytes_store": groups["store"][1],
+        "method_checkpoints": methods.get("checkpoints"),
+        "method_store": methods.get("store"),
+        "store_namespaces": len(scope.get("store_namespaces", ())),
+        "tombstone": scope.get("tombstone"),
+        "residue": ";".join(f"{a}={s}" for a, s in residue),
+        "residue_worst": worst,
+        "backend": p["backend"]["kind"],
+        "key_id": v.key_id,
+        "key_name": v.key_name,
+        "log_index": log_index,
+        "source": source,
+    }
+    return record
+
+
+def csv_header() -> str:
+    """The CSV header line (``FIELDS``), with its newline."""
+    return ",".join(FIELDS) + "\n"
+
+
+def csv_row(record: dict[str, Any]) -> str:
+    """One record as a CSV line (RFC 4180 quoting; null is an empty field, booleans
+    ``true``/``false``), with its newline."""
+    buf = io.StringIO()
+    values = [
+        "" if (x := record[f]) is None else ("true" if x else "false") if type(x) is bool else x
+        for f in FIELDS
+    ]
+    csv.writer(buf, lineterminator="\n").writerow(values)
+    return buf.getvalue()
+
+
+IndexItem = tuple[str, str, int, int, int]
+"""What to index: ``("file", path, 0, 0, -1)`` or ``("log", log directory, offset,
+length, entry index)``."""
+
+
+def index_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexItem]:
+    """The receipts under ``paths`` in order: each receipt log's committed entries,
+    every ``*.json`` file of a directory (as ``receipt verify`` finds them, leaving out
+    the files in ``skip``), and files as given. ``InputError`` for a missing log."""
+    from .cli import _expand
+    from .log import entry_spans, is_log
+
+    items: list[IndexItem] = []
+    for p in paths:
+        if os.path.isdir(p) and is_log(p):
+            items += [("log", p, off, n, i) for i, off, n in entry_spans(p)]
+        else:
+            items += [("file", f, 0, 0, -1) for f in _expand([p], skip)]
+    return items
+
+
+_FDS: dict[tuple[int, str], int] = {}
+
+
+def _read_entry(directory: str, offset: int, length: int) -> bytes:
+    key = (os.getpid(), directory)  # one descriptor per process (and per fork)
+    fd = _FDS.get(key)
+    if fd is None:
+        fd = _FDS[key] = os.open(os.path.join(directory, "entries"), os.O_RDONLY)
+    return os.pread(fd, length, offset)
+
+
+def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
+    """``{"record": {...}}`` for a receipt that verifies, else ``{"rejected": {"source",
+    "reason", "message"}}`` (plain data: it crosses process boundaries)."""
+    from .cli import _display, _read_arg
+
+    kind, path, offset, length, i = item
+    source = f"{_display(path)}#{i}" if kind == "log" else _display(path)
+    try:
+        data = _read_entry(path, offset, length) if kind == "log" else _read_arg(path)
+        v = verify_receipt(data, trust)
+    except Error as exc:
+        return {"rejected": {"source": source, "reason": exc.reason, "message": exc.message}}
+    except OSError as exc:
+        return {"rejected": {"source": source, "reason": "unreadable", "message": str(exc)}}
+    except Exception as exc:  # a bug must not hide the other receipts
+        return {"rejected": {"source": source, "reason": "internal_error", "message": repr(exc)}}
+    return {"record": index_record(v, source=source, log_index=i if kind == "log" else None)}
+
+
+def build(items: Sequence[IndexItem], trust: TrustStore, jobs: int = 1) -> Iterator[dict[str, Any]]:
+    """``index_one`` over ``items`` in order, in ``jobs`` processes for large batches."""
+    from .cli import BATCH, PARALLEL_MIN, fork_map
+
+    if len(items) >= BATCH:
+        from .canonical import use_orjson
+
+        use_orjson()
+    if jobs > 1 and len(items) >= PARALLEL_MIN:
+        yield from fork_map(lambda it: index_one(it, trust), items, jobs)
+    else:
+        for it in items:
+            yield index_one(it, trust)

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
         UntrustedKeyError,
         VerificationError,
     )
+    from .history import DeltaChannelError, SweepEvent, SweepResult
+    from .log import ReceiptLog
     from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from .privacy import CommitmentKey
     from .receipt import Receipt
@@ -93,9 +95,13 @@ _LAZY = {
     "RequestContext": "request",
     "authorize": "request",
     "CommitmentKey": "privacy",
+    "ReceiptLog": "log",
     "Location": "subject",
     "NeedlesFoundError": "engine",
     "SubjectDigest": "subject",
+    "DeltaChannelError": "history",
+    "SweepEvent": "history",
+    "SweepResult": "history",
 }
 
 __all__ = [
@@ -107,6 +113,7 @@ __all__ = [
     "AuthorizationError",
     "CommitmentKey",
     "ConfigurationError",
+    "DeltaChannelError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
@@ -121,11 +128,14 @@ __all__ = [
     "PendingErasure",
     "PublicKey",
     "Receipt",
+    "ReceiptLog",
     "ReceiptSemanticsError",
     "RequestContext",
     "SignatureError",
     "Signer",
     "SubjectDigest",
+    "SweepEvent",
+    "SweepResult",
     "ThreadDigest",
     "ThreadErasedError",
     "TrustStore",

@@ -67,6 +67,7 @@ from .backends.postgres import (
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
 from .errors import ErasureIncompleteError, NothingToEraseError, ThreadErasedError
+from .log import ReceiptLog
 from .history import AsyncHistoryMethods, HistoryMethods
 from .proof import LeafRecord
 from .receipt import Receipt
@@ -199,7 +200,7 @@ class AttestingPostgresSaver(HistoryMethods, SubjectMethods, PostgresSaver, _PgA
         *,
         signer: Signer,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         vacuum: bool | str = False,
@@ -443,7 +444,7 @@ class AsyncAttestingPostgresSaver(
         *,
         signer: Signer,
         store: BaseStore | None = None,
-        archive: str | Path | None = None,
+        archive: str | Path | ReceiptLog | None = None,
         namespaces_for: NamespacesFor | None = None,
         clock: Callable[[], datetime] | None = None,
         vacuum: bool | str = False,

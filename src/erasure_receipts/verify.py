@@ -404,11 +404,12 @@ def check_semantics(statement: dict[str, Any]) -> None:
         raise bad("subject digest differs from the pre-state digest", "subject_digest_mismatch")
     kind = p.get("kind", "thread")
     scope = p["scope"]
-    name = {
-        "thread": lambda: f"langgraph-thread:{scope['thread_id']}",
-        "history": lambda: f"langgraph-thread-history:{scope['thread_id']}",
-        "subject": lambda: f"langgraph-subject:{scope['subject']}",
-    }[kind]()
+    if kind == "thread":
+        name = f"langgraph-thread:{scope['thread_id']}"
+    elif kind == "history":
+        name = f"langgraph-thread-history:{scope['thread_id']}"
+    else:
+        name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
         raise bad("subject name does not name the scope", "subject_name_mismatch")
     if kind == "history":

@@ -173,7 +173,9 @@ class Session(Protocol):
         """Run one statement; returns its row count."""
         ...
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; returns all its rows as tuples."""
+        ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction: committed on success, rolled back on any error."""
@@ -184,40 +186,55 @@ class Session(Protocol):
         ...
 
     @property
-    def info(self) -> psycopg.ConnectionInfo: ...
+    def info(self) -> psycopg.ConnectionInfo:
+        """The connection's parameters (host, port, database, server version)."""
+        ...
 
     @property
-    def in_pipeline(self) -> bool: ...
+    def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
+        ...
 
 
 class SyncSession:
+    """A :class:`Session` over a synchronous ``psycopg.Connection``, used as it is."""
+
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
 
     @property
     def info(self) -> psycopg.ConnectionInfo:
+        """The connection's ``info``."""
         return self.conn.info
 
     @property
     def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
         return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement on a binary cursor of its own; returns its row count."""
         with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
             cur.execute(sql, params or None)
             return cur.rowcount
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on a binary cursor of its own (``bytea`` and converted text
+        come back as bytes); returns all its rows as tuples."""
         with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
             cur.execute(sql, params or None)
             return cur.fetchall()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """``conn.transaction()``: commit on success, roll back on any error (a savepoint
+        if a transaction is already open)."""
         with self.conn.transaction():
             yield
 
     def outside_transaction(self, sql: str) -> None:
+        """Run ``sql`` in autocommit mode, then restore the connection's mode. Call it
+        with no transaction open (psycopg refuses to switch autocommit inside one)."""
         conn = self.conn
         was = conn.autocommit
         if not was:
@@ -243,16 +260,21 @@ class AsyncBridgeSession:
 
     @property
     def info(self) -> psycopg.ConnectionInfo:
+        """The connection's ``info`` (read directly: no round trip to the loop)."""
         return self.conn.info
 
     @property
     def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
         return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement on ``loop`` (binary cursor), blocking this thread until it
+        is done; returns its row count."""
+
         async def run() -> int:
             async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 await cur.execute(sql, params or None)
@@ -261,6 +283,9 @@ class AsyncBridgeSession:
         return self._call(run())
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on ``loop`` (binary cursor), blocking this thread until it
+        is done; returns all its rows as tuples."""
+
         async def run() -> list[tuple[Any, ...]]:
             async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
                 await cur.execute(sql, params or None)
@@ -270,6 +295,8 @@ class AsyncBridgeSession:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """``conn.transaction()`` entered and exited on ``loop`` around the block: commit
+        on success, roll back on any error (``BaseException`` included)."""
         tx = self.conn.transaction()
         self._call(tx.__aenter__())
         try:
@@ -280,6 +307,9 @@ class AsyncBridgeSession:
         self._call(tx.__aexit__(None, None, None))
 
     def outside_transaction(self, sql: str) -> None:
+        """Run ``sql`` on ``loop`` in autocommit mode, then restore the connection's mode.
+        Call it with no transaction open."""
+
         async def run() -> None:
             was = self.conn.autocommit
             if not was:
@@ -372,6 +402,8 @@ def schema_installed(session: Session) -> bool:
 
 
 def is_tombstone_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the tombstone trigger's ``RAISE`` (a ``RaiseException`` carrying
+    ``TOMBSTONE_MESSAGE``), not some other error; its cause is not looked at."""
     return isinstance(exc, pg_errors.RaiseException) and TOMBSTONE_MESSAGE in str(exc)
 
 
@@ -401,6 +433,8 @@ def mark_issued(session: Session, receipt_id: str, receipt_json: bytes) -> None:
 
 
 def journal_receipts(session: Session, thread_id: str | None = None) -> list[bytes]:
+    """The signed receipts kept in the journal, oldest first (``issued_at``, then receipt
+    id, in code-point order), optionally of one thread."""
     where, params = ("AND thread_id = %s", (thread_id,)) if thread_id is not None else ("", ())
     rows = session.query(
         f"SELECT receipt FROM erasure_journal WHERE receipt IS NOT NULL {where} "
@@ -417,13 +451,16 @@ def pending_journal(
     cutoff, params = ('AND issued_at COLLATE "C" < %s', (older_than,)) if older_than else ("", ())
     rows = session.query(
         "SELECT receipt_id, issued_at, entry, statement FROM erasure_journal "
-        f'WHERE receipt_sha256 IS NULL {cutoff} ORDER BY issued_at COLLATE "C", receipt_id',
+        f"WHERE receipt_sha256 IS NULL {cutoff} "
+        'ORDER BY issued_at COLLATE "C", receipt_id COLLATE "C"',
         params,
     )
     return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
 
 
 def reopen(session: Session, thread_id: str) -> bool:
+    """Remove a thread's tombstone (explicit opt-in to reuse its id), in a transaction of
+    its own; True if one existed."""
     with session.transaction():
         rows = session.query(
             "WITH d AS (DELETE FROM erasure_tombstones WHERE thread_id = %s RETURNING 1) "
@@ -434,6 +471,7 @@ def reopen(session: Session, thread_id: str) -> bool:
 
 
 def is_erased(session: Session, thread_id: str) -> bool:
+    """Whether the thread id is tombstoned."""
     rows = session.query("SELECT 1 FROM erasure_tombstones WHERE thread_id = %s", (thread_id,))
     return bool(rows)
 
@@ -616,6 +654,9 @@ class PgTablePart:
         return count
 
     def measure(self, sink: LeafSink) -> TableCount:
+        """Hash every row of the scope into ``sink`` in primary-key order (streamed by a
+        server-side cursor: run it in a transaction), recording the checkpoint namespaces
+        seen; takes no row locks."""
         return self._measure(sink, lock=False)
 
     def leaves(self) -> Iterator[bytes]:
@@ -627,11 +668,15 @@ class PgTablePart:
             yield data(row, mask)
 
     def erase(self, sink: LeafSink) -> TableCount:
+        """Measure only (``FOR UPDATE`` if ``lock_rows``): the DELETE is deferred to
+        :meth:`finish`."""
         count = self._measure(sink, lock=self.lock_rows)
         self._measured = count.rows
         return count
 
     def finish(self) -> None:
+        """DELETE the scope's rows; raises ``RuntimeError`` if the number deleted differs
+        from the number :meth:`erase` measured."""
         # Counted by the server (a pipeline-mode cursor has no rowcount until a sync).
         rows = self.session.query(
             f'WITH d AS (DELETE FROM "{self.table}" WHERE {self.where} RETURNING 1) '
@@ -645,6 +690,7 @@ class PgTablePart:
             )
 
     def remaining(self) -> int:
+        """Rows of the scope still in the table, by SQL."""
         rows = self.session.query(
             f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', self.params
         )
@@ -739,10 +785,15 @@ class PostgresBackend:
         self._parts += list(extra_parts)
 
     def parts(self) -> Sequence[Part]:
+        """The three checkpoint tables of every thread (one unit per thread when several
+        were given; with ``keep="latest"`` a removed and a kept part each),
+        ``store``/``store_vectors`` under ``store_rows_namespaces``, existing tables only,
+        then any extra (swept) parts."""
         return self._parts
 
     @property
     def checkpoint_namespaces(self) -> set[str]:
+        """Checkpoint namespaces seen while measuring: where the API checks look."""
         seen: set[str] = set()
         for p in self._parts:
             if isinstance(p, PgTablePart):
@@ -751,10 +802,15 @@ class PostgresBackend:
 
     @property
     def tables(self) -> list[str]:
-        return [p.table for p in self._parts if isinstance(p, PgTablePart)]
+        """The tables the scope's parts read, each once, in part order: what ``VACUUM``
+        processes (a subject's threads share tables)."""
+        return list(dict.fromkeys(p.table for p in self._parts if isinstance(p, PgTablePart)))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """READ COMMITTED with ``lock_timeout``; before anything is read it takes
+        ``lock_tables`` (if set), then each thread's exclusive advisory lock in sorted
+        order. Commit on success, roll back on any error."""
         s = self.session
         with s.transaction():
             # READ COMMITTED: every statement after the lock sees what committed before it
@@ -776,22 +832,27 @@ class PostgresBackend:
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
+        """A REPEATABLE READ, READ ONLY transaction; takes no advisory lock, so writers
+        are not held back."""
         s = self.session
         with s.transaction():
             s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield
 
     def previous_erasure(self) -> str | None:
+        """Receipt id of the thread's tombstone, else of its newest journal entry."""
         rows = self.session.query(
             "SELECT receipt_id FROM erasure_tombstones WHERE thread_id = %s", (self.thread_id,)
         ) or self.session.query(
             "SELECT receipt_id FROM erasure_journal WHERE thread_id = %s "
-            'ORDER BY issued_at COLLATE "C" DESC LIMIT 1',
+            'ORDER BY issued_at COLLATE "C" DESC, receipt_id COLLATE "C" DESC LIMIT 1',
             (self.thread_id,),
         )
         return str(rows[0][0]) if rows else None
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """Tombstone every thread of the scope (the triggers then refuse their writes); an
+        existing tombstone is kept."""
         for t in self.threads:
             self.session.execute(
                 "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
@@ -833,6 +894,8 @@ class PostgresBackend:
         return list(self._resolve_plan().kept)
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        """Insert the journal entry; it commits with the deletion, so a receipt can still
+        be issued after a crash."""
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",
@@ -840,6 +903,9 @@ class PostgresBackend:
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:
+        """After commit: ``VACUUM`` (or ``VACUUM (FULL)``) of the tables if ``vacuum`` asks
+        and the connection is not in pipeline mode, the note that WAL cannot be scrubbed,
+        the residue scan's "not applicable", then the extra parts' residue."""
         out = self._vacuum()
         out.append(
             {"action": "postgres.wal", "status": "skipped",

@@ -48,6 +48,7 @@ from .engine import (
     final_statement,
     format_time,
     measure_rows,
+    redact_entry,
     request_from_journal,
     resume_rows,
     sign_and_archive,
@@ -290,9 +291,7 @@ class Attesting:
         er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
         return self._with_context(er, request, authorization)
 
-    def _with_context(
-        self, er: ErasureRequest, request: Any, authorization: Any
-    ) -> ErasureRequest:
+    def _with_context(self, er: ErasureRequest, request: Any, authorization: Any) -> ErasureRequest:
         """``er`` with the request context and authorization (RECEIPT_SPEC.md 9.6) as
         the receipt's ``request``/``authorization`` members. Call it once ``er`` has its
         final kind and scope: the authorization is checked here, with the saver's clock,
@@ -477,6 +476,7 @@ class Attesting:
                     outcome = self._db(self._resume, receipt_id, issued_at, entry)
                     statement = self._statement_of(outcome, self._api_checks(request, set()))
                     statement = self._db(self._journal.record_statement, receipt_id, statement)
+                self._redact_entry(receipt_id, entry)
                 receipt = self._sign(statement)
             except Exception as exc:
                 failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
@@ -491,6 +491,17 @@ class Attesting:
                 recovered=out,
             )
         return out
+
+    def _redact_entry(self, receipt_id: str, entry: str) -> None:
+        """Privacy mode: once the statement is journaled, the entry's raw ids go."""
+        redacted = redact_entry(entry)
+        if redacted is None or not hasattr(self._journal, "redact_journal"):
+            return
+        committed, text = redacted
+        try:
+            self._db(self._journal.redact_journal, receipt_id, committed, lambda _: text)
+        except Exception as exc:
+            log.warning("journal entry %s keeps raw ids: %s", receipt_id, exc)
 
     def _pending_flow(self) -> list[PendingErasure]:
         now = self._now()

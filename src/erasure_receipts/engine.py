@@ -22,6 +22,7 @@ import base64
 import json
 import os
 import re
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -37,6 +38,7 @@ from .errors import (
     ErasureIncompleteError,
     MalformedReceiptError,
     NothingToEraseError,
+    ReceiptSemanticsError,
 )
 from .receipt import Receipt, build_statement, validate_statement
 from .signing import Signer
@@ -360,6 +362,7 @@ def erase_rows(
                     (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"]))
                     for u in members["units"]
                 )
+            _self_check(backend, request, members, root, m.tables, methods, generator_version)
             entry = {
                 **request_to_journal(replace(request, kept=kept)),
                 "pre_digest": root.hex(),
@@ -369,7 +372,12 @@ def erase_rows(
                 "members": members,
             }
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
-    except (NothingToEraseError, NeedlesFoundError, AuthorizationError):
+    except NeedlesFoundError as exc:
+        swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
+        if swept:  # the rows rolled back, but a swept store cannot: say so
+            raise NeedlesFoundError(exc.locations, swept) from exc
+        raise
+    except (NothingToEraseError, AuthorizationError):
         raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
@@ -388,6 +396,69 @@ def erase_rows(
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
     return _after_commit(backend, request, receipt_id, issued_at, entry)
+
+
+def _self_check(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    members: Mapping[str, Any],
+    root: bytes,
+    tables: Mapping[str, TableCount],
+    methods: dict[str, str],
+    generator_version: str,
+) -> None:
+    """Inside the transaction, before anything commits: the receipt this erasure will
+    issue must pass the verifier's own rules (structure and semantics), or the erasure
+    is refused - data is never deleted for a receipt that could not verify."""
+    from .verify import check_semantics
+
+    zero = {k: {"rows": 0, "bytes": 0} for k in tables}
+    st = _statement(
+        members, request=request, backend=backend,
+        receipt_id="00000000-0000-4000-8000-000000000000", issued_at="2000-01-01T00:00:00Z",
+        pre_digest=root.hex(), pre_tables={k: v.to_json() for k, v in tables.items()},
+        post_digest=EMPTY_ROOT.hex(), post_tables=zero, methods=methods,
+        checks=[{"name": "self_check", "result": "pass"}], residue=[],
+        generator_version=generator_version,
+    )  # fmt: skip
+    try:
+        check_semantics(validate_statement(json.loads(json.dumps(st))))
+    except (MalformedReceiptError, ReceiptSemanticsError) as exc:
+        raise ErasureIncompleteError(
+            f"the receipt of this erasure would not verify ({exc.reason}: {exc.message})"
+        ) from None
+
+
+def redact_entry(entry_json: str) -> tuple[str, str] | None:
+    """Privacy mode: the journal entry with its raw ids replaced by the commitments its
+    statement uses, and the committed scope id - or None outside privacy mode. Only for
+    an entry whose statement is journaled: recovery then just signs that statement."""
+    entry = json.loads(entry_json)
+    scope = (entry.get("members") or {}).get("scope") or {}
+    if "privacy" not in scope:
+        return None
+    committed = str(scope.get("subject") or scope.get("thread_id"))
+    entry.update(
+        thread_id=committed,
+        threads=list(scope.get("threads", [])),
+        store_namespaces=scope["store_namespaces"],
+    )
+    return committed, json.dumps(entry, sort_keys=True)
+
+
+def _withhold_paths(residue: list[dict[str, Any]], database: str) -> list[dict[str, Any]]:
+    """Privacy mode at recovery (the commitment key is not at hand): residue details
+    that name a file are withheld rather than committed."""
+    out = []
+    for r in residue:
+        detail = {
+            k: "withheld (privacy mode)"
+            if k == "database" or (isinstance(v, str) and database and database in v)
+            else v
+            for k, v in r["detail"].items()
+        }
+        out.append({**r, "detail": detail})
+    return out
 
 
 def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
@@ -428,36 +499,66 @@ class NeedlesFoundError(ErasureIncompleteError):
 
     reason = "needles_found"
 
-    def __init__(self, locations: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, locations: list[dict[str, Any]], swept: dict[str, int] | None = None
+    ) -> None:
         where = "; ".join(
             ", ".join(f"{k}={v}" for k, v in loc.items() if k != "needle") for loc in locations[:10]
         )
         more = f" (+{len(locations) - 10} more)" if len(locations) > 10 else ""
+        deleted = (
+            f"items already swept from the store outside the transaction (not restorable): "
+            f"{swept}; everything else was rolled back"
+            if swept
+            else "nothing was deleted"
+        )
         super().__init__(
-            f"{len(locations)} stored location(s) still hold a value to erase; nothing was "
-            f"deleted: {where}{more}"
+            f"{len(locations)} stored location(s) still hold a value to erase; {deleted}: "
+            f"{where}{more}"
         )
         self.locations = locations
+        self.swept = dict(swept or {})
 
 
-NEEDLE_FORMS = ("raw", "json-escaped", "json-escaped-upper", "json-escaped-nested")
-"""How a needle can be stored: its UTF-8 bytes (msgpack, orjson, jsonb), JSON text with
-non-ASCII characters escaped as ``\\uXXXX`` (Python's ``json.dumps`` default), the
-same with upper-case hex digits, and that JSON text stored inside a JSON string again
-(a store value or jsonb holding pasted JSON: every backslash doubled)."""
+NEEDLE_FORMS = (
+    "raw", "json", "json-escaped", "json-escaped-upper", "json-nested",
+    "json-escaped-nested", "json-solidus", "unicode-nfc", "unicode-nfd",
+)  # fmt: skip
+"""How a needle can be stored, all searched (RECEIPT_SPEC.md 9.4): its UTF-8 bytes
+(msgpack); JSON string text with only ``"``, ``\\`` and control characters escaped
+(orjson, PostgreSQL jsonb, ``json.dumps(..., ensure_ascii=False)``); the same with every
+non-ASCII character as ``\\uXXXX`` (Python's ``json.dumps`` default), also with
+upper-case hex digits; either JSON text stored inside a JSON string again (pasted JSON:
+every backslash doubled); any of these with ``/`` written ``\\/``; and each of them
+for the needle's Unicode NFC and NFD forms. Not searched: other letter cases, other
+normalisations (NFKC), and a value split across several stored values."""
 
 
 def named_needle_forms(needle: str) -> list[tuple[str, bytes]]:
     """``(form name, bytes)`` searched for one needle; a form equal to an earlier one is
     left out (an ASCII needle without characters JSON escapes has one form)."""
-    raw = needle.encode("utf-8", "surrogatepass")
-    escaped = json.dumps(needle)[1:-1].encode("ascii")
-    upper = re.sub(rb"\\u([0-9a-f]{4})", lambda m: b"\\u" + m.group(1).upper(), escaped)
-    nested = json.dumps(escaped.decode("ascii"))[1:-1].encode("ascii")
     named: dict[bytes, str] = {}
-    for name, form in zip(NEEDLE_FORMS, (raw, escaped, upper, nested), strict=True):
-        named.setdefault(form, name)
-    return [(name, form) for form, name in named.items()]
+    variants = {"": needle}
+    for nf in ("NFC", "NFD"):
+        variants.setdefault(f"+unicode-{nf.lower()}", unicodedata.normalize(nf, needle))
+    for suffix, v in variants.items():
+        raw = v.encode("utf-8", "surrogatepass")
+        plain = json.dumps(v, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
+        escaped = json.dumps(v)[1:-1].encode("ascii")
+        upper = re.sub(rb"\\u([0-9a-f]{4})", lambda m: b"\\u" + m.group(1).upper(), escaped)
+        jsonish = {"json": plain, "json-escaped": escaped, "json-escaped-upper": upper}
+        for name, form in list(jsonish.items()):
+            if b"/" in form:
+                jsonish[f"{name}+json-solidus"] = form.replace(b"/", b"\\/")
+        forms = {"raw": raw, **jsonish}
+        for name, form in jsonish.items():  # that JSON text pasted into a JSON string
+            text = form.decode("utf-8", "surrogatepass")
+            nested = json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
+            forms[name.replace("json", "json-nested", 1) if name == "json" else f"{name}-nested"
+                  if "+" not in name else name.replace("+", "-nested+", 1)] = nested  # fmt: skip
+        for name, form in forms.items():
+            named.setdefault(form, name + suffix)
+    return [(name, form) for form, name in named.items() if form]
 
 
 def needle_forms(needle: str) -> list[bytes]:
@@ -476,7 +577,7 @@ def _check_needles(backend: ErasureBackend, request: ErasureRequest) -> dict[str
     forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
     found = find([f for _, f in forms], request.needle_scope, request.all_threads)
     if found:
-        raise NeedlesFoundError(found)
+        raise NeedlesFoundError(_redact_locations(found, request, forms))
     if request.privacy is not None:
         values, salt = [request.privacy.needle(n) for n in request.needles], None
     else:
@@ -490,6 +591,33 @@ def _check_needles(backend: ErasureBackend, request: ErasureRequest) -> dict[str
         "forms": list(NEEDLE_FORMS), "searched": request.needle_scope,
         "occurrences_after": 0,
     }  # fmt: skip
+
+
+_LOCATION_LABELS = {"thread_id": "thread", "prefix": "store_namespace"}
+
+
+def _redact_locations(
+    locations: list[dict[str, Any]], request: ErasureRequest, forms: list[tuple[int, bytes]]
+) -> list[dict[str, Any]]:
+    """Locations fit to print: a key that contains a needle (a store key, a thread id)
+    names the needle by number instead, and in privacy mode ids are committed."""
+    texts = [(i, f.decode("utf-8", "replace")) for i, f in forms]
+    out = []
+    for loc in locations:
+        clean: dict[str, Any] = {}
+        for k, v in loc.items():
+            if k in ("table", "column", "form") or not isinstance(v, str):
+                clean[k] = v
+                continue
+            hit = next((i for i, t in texts if t and t in v), None)
+            if hit is not None:
+                clean[k] = f"<contains needle #{hit + 1}>"
+            elif request.privacy is not None and k in _LOCATION_LABELS:
+                clean[k] = _committed(request, _LOCATION_LABELS[k], v)
+            else:
+                clean[k] = v
+        out.append(clean)
+    return out
 
 
 def _kept_checkpoints(
@@ -543,6 +671,11 @@ def _members(
         out["database"] = _committed(request, "database", backend.database)
     if request.kind == "subject":
         rename = {f"thread:{t}": f"thread:{c}" for t, c in threads.items()}
+        present = {unit for unit, _, _ in m.units}
+        missing = [f"thread:{t}" for t in request.threads if f"thread:{t}" not in present]
+        if request.store_namespaces and "store" not in present:
+            missing.append("store")  # e.g. the store's tables do not exist (yet): 0 rows
+        m = replace(m, units=[*m.units, *((u, EMPTY_ROOT, {}) for u in missing)])
         units = [
             {"name": rename.get(unit, unit), "digest": {"sha256": root.hex()},
              "leaves": sum(c.rows for c in t.values()),
@@ -599,6 +732,9 @@ def _after_commit(
     at_recovery: bool = False,
 ) -> RowsOutcome:
     residue = backend.reduce_residue()
+    scope = (entry.get("members") or {}).get("scope") or {}
+    if at_recovery and "privacy" in scope:
+        residue = _withhold_paths(residue, backend.database)
     # Re-read the raw tables after commit: this *is* the post-state measurement.
     post_root, post_tables = measure_rows(backend)
     left = {t: c.rows for t, c in post_tables.items() if c.rows}

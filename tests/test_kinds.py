@@ -247,3 +247,46 @@ def test_needle_forms_cover_raw_and_json_escapes() -> None:
     assert any(b'Jos\\u00e9 \\"J\\"' in f for f in forms)
     assert any(b"Jos\\u00E9" in f for f in forms)
     assert needle_forms("plain") == [b"plain"]
+
+
+def _private_subject() -> dict[str, Any]:
+    c = "hmac-sha256:" + "a" * 64
+    units = [{"name": f"thread:{c}", "digest": {"sha256": h("a")}, "leaves": 3,
+              "tables": tables(3)}]  # fmt: skip
+    root = units_root((u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"])) for u in units)
+    return statement(
+        "subject",
+        pre_digest=root.hex(),
+        backend={**BACKEND, "database": c},
+        subject_name=f"langgraph-subject:{c}",
+        scope={
+            "subject": c,
+            "threads": [c],
+            "discovery": None,
+            "checkpoint_namespaces": "all",
+            "store_namespaces": [],
+            "tombstone": True,
+            "privacy": {"mode": "hmac-sha256", "key_id": "b" * 64},
+        },
+        extra={"units": units},
+    )
+
+
+def test_privacy_mode_forbids_salted_needles_and_clear_residue_paths() -> None:
+    st = _private_subject()
+    assert verify_receipt(sign(st), [TRUSTED.public_key])
+    needles = {"commitment": "hmac-sha256", "salt": "AAAAAAAAAAAAAAAAAAAAAA==",
+               "values": [h("n")], "forms": ["raw"], "searched": "database",
+               "occurrences_after": 0}  # fmt: skip
+    for mutate in (
+        lambda p: p.update(needles=needles),
+        lambda p: p["residue"].append(
+            {
+                "action": "sqlite.secure_delete.store",
+                "status": "applied",
+                "detail": {"database": "/srv/memories-of-alice.db"},
+            }
+        ),
+    ):
+        with pytest.raises(ReceiptSemanticsError, match="in clear"):
+            verify_receipt(resign(st, mutate), [TRUSTED.public_key])

@@ -249,15 +249,17 @@ def test_authorize_scopes_and_refusals() -> None:
     hist = auth_for(scope={"kind": "history", "thread_id": "t", "store_namespaces": []})
     assert hist.scope == {"kind": "history", "thread_id": "t", "keep": "latest",
                           "store_namespaces": []}  # fmt: skip
-    subj = auth_for(scope={"kind": "subject", "subject": "alice",
+    subj = auth_for(scope={"kind": "subject", "subject": "alice", "threads": ["t1"],
                            "store_namespaces": [["b"], ["a"], ["b"]]})  # fmt: skip
     assert subj.scope["store_namespaces"] == [["a"], ["b"]]
-    receipt_scope = {"subject": "alice", "threads": ["t1"], "store_namespaces": [["b"], ["a"]]}
+    receipt_scope = {"subject": "alice", "threads": ["t1"], "discovery": None,
+                     "store_namespaces": [["b"], ["a"]]}  # fmt: skip
     subj.check("subject", receipt_scope, "DSR-2026-0042", ISSUED_AT)
     assert authorized_scope({"thread_id": "t"}) == {"kind": "thread", "thread_id": "t",
                                                      "store_namespaces": []}  # fmt: skip
     bad: list[dict[str, Any]] = [
         {"scope": {"kind": "subject", "thread_id": "t"}},
+        {"scope": {"kind": "subject", "subject": "s", "store_namespaces": []}},
         {"scope": {"kind": "purge", "thread_id": "t"}},
         {"scope": {**SCOPE, "tombstone": True}},
         {"scope": {**SCOPE, "thread_id": ""}},
@@ -395,6 +397,10 @@ def test_request_semantics_on_verify() -> None:
     assert verify_receipt(signed(same).to_json(), trust).sla_seconds == 0
     st = make_statement()
     st["predicate"]["scope"]["privacy"] = {"mode": "hmac-sha256", "key_id": "cd" * 32}
+    c = "hmac-sha256:" + "ab" * 32  # privacy mode: every id a commitment (9.5)
+    st["predicate"]["scope"].update(thread_id=c, store_namespaces=[[c]])
+    st["predicate"]["backend"]["database"] = c
+    st["subject"][0]["name"] = f"langgraph-thread:{c}"
     st["predicate"]["request"] = CONTEXT.to_predicate()
     assert reason_of(Receipt.sign(st, TRUSTED).to_json(), trust) == "inconsistent"
     st["predicate"]["request"]["requester"] = "hmac-sha256:" + "ef" * 32
@@ -582,8 +588,9 @@ def test_cli_authorize(tmp_path: Path, approver_key: Path) -> None:
                                           "store_namespaces": []}  # fmt: skip
     assert Authorization.from_json(out2.read_bytes()).to_dict() == doc["authorization"]
     out3 = tmp_path / "auth3.json"
-    res = cli("authorize", "--subject", "alice", "--request-id", "R", "--not-after",
-              "2099-01-01T00:00:00Z", "--key", approver_key, "--out", out3)  # fmt: skip
+    res = cli("authorize", "--subject", "alice", "--thread", "t1", "--request-id", "R",
+              "--not-after", "2099-01-01T00:00:00Z", "--key", approver_key, "--out",
+              out3)  # fmt: skip
     assert (
         res.exit_code == 0 and Authorization.from_json(out3.read_bytes()).scope["kind"] == "subject"
     )
@@ -592,7 +599,9 @@ def test_cli_authorize(tmp_path: Path, approver_key: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "needle"),
     [
-        (["--thread", "a", "--subject", "b"], 2, "exactly one"),
+        (["--thread", "a", "--subject", "b", "--kind", "thread"], 2, "exactly one"),
+        (["--subject", "b"], 2, "--metadata-key"),
+        (["--thread", "a", "--thread", "b"], 2, "one --thread"),
         ([], 2, "exactly one"),
         (["--subject", "b", "--kind", "thread"], 2, "--kind thread needs --thread"),
         (["--thread", "a", "--kind", "subject"], 2, "--kind subject needs --subject"),
@@ -1052,7 +1061,8 @@ def test_privacy_mode_authorizes_the_commitments(app_db: Path, tmp_path: Path) -
 
 def test_subject_erasure_with_context_and_authorization(app_db: Path) -> None:
     before = _rows(app_db)
-    subject = {"kind": "subject", "subject": "alice", "store_namespaces": [list(NS_A)]}
+    subject = {"kind": "subject", "subject": "alice", "threads": ["thread-A", "thread-B"],
+               "store_namespaces": [list(NS_A)]}  # fmt: skip
     with saver_on(app_db) as saver:
         # A thread authorization does not authorize a subject erasure, nor another subject.
         for wrong in (a_auth(), auth_for(scope={**subject, "subject": "bob"})):

@@ -1,5 +1,6 @@
 """The ``receipt`` operator commands (typer): keygen, show, export, digest, erase,
-recover, authorize, trust add|list, log append|verify|prove|checkpoint, index.
+recover, authorize, trust add|list, log append|verify|prove|checkpoint, index,
+retention.
 
 ``receipt verify`` is dispatched before this module is imported (see ``cli.py``); the
 ``verify`` command below only exists so that ``receipt --help`` lists it.
@@ -440,6 +441,22 @@ def export(
              reason="unwritable")  # fmt: skip
 
 
+def _check_unicode(**options: str | list[str] | None) -> None:
+    """Exit 2 if an id or value given on the command line is not valid Unicode: bytes
+    that are not UTF-8 (``$'\\xff'`` in a shell) reach Python as lone surrogates, which
+    no stored UTF-8 text contains, so searching or erasing them would be meaningless."""
+    for name, given in options.items():
+        values = [given] if isinstance(given, str) else given or []
+        for i, v in enumerate(values, 1):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                what = name if name == "value" else "--" + name.replace("_", "-")
+                what += f" #{i}" if len(values) > 1 else ""
+                _die(f"{what} is not valid UTF-8 text (invalid bytes on the command line); "
+                     "give it as UTF-8", EXIT_USAGE)  # fmt: skip
+
+
 def _namespaces(values: list[str]) -> list[tuple[str, ...]]:
     out = []
     for v in values:
@@ -651,6 +668,7 @@ def digest(
     """Preview (read-only): the pre-deletion digest and row counts an erasure would record
     (with --subject: the threads it would erase, each with its digest and counts)."""
     _run.json = as_json
+    _check_unicode(thread=threads, subject=subject, metadata_key=metadata_key)
     namespaces = _namespaces(store_ns or [])
     if subject is not None:
         _digest_subject(db, subject, threads or [], metadata_key, namespaces, commitment_key)
@@ -953,11 +971,23 @@ def authorize(
         Path, typer.Option("--key", help="the approver's Ed25519 private key (PEM, mode 0600)")
     ],
     out: Annotated[Path, typer.Option("--out", help="authorization file to write (AUTH.json)")],
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="thread id (thread and history erasures)")
+    threads: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--thread",
+            help="thread id (thread and history erasures; with --subject: an explicit thread "
+            "the erasure must name, repeatable)",
+        ),
     ] = None,
     subject: Annotated[
         str | None, typer.Option("--subject", help="data subject id (subject erasures)")
+    ] = None,
+    metadata_key: Annotated[
+        str | None,
+        typer.Option(
+            "--metadata-key",
+            help="with --subject: the metadata key the erasure may discover threads by",
+        ),
     ] = None,
     store_ns: StoreNs = None,
     kind: Annotated[
@@ -989,11 +1019,22 @@ def authorize(
     from .request import erasure_scope
 
     _run.json = as_json
-    if (thread is None) == (subject is None):
+    _check_unicode(thread=threads, subject=subject, metadata_key=metadata_key)
+    if not threads and subject is None:
         _die("give exactly one of --thread ID or --subject ID", EXIT_USAGE)
     k = kind.value if kind is not None else ("subject" if subject is not None else "thread")
     if (k == "subject") != (subject is not None):
+        if k != "subject" and subject is not None and threads:
+            _die("give exactly one of --thread ID or --subject ID (--thread with --subject "
+                 "names the subject's explicit threads)", EXIT_USAGE)  # fmt: skip
         _die(f"--kind {k} needs {'--subject' if k == 'subject' else '--thread'}", EXIT_USAGE)
+    if k == "subject" and not threads and metadata_key is None:
+        _die("--subject needs --thread ID (repeatable) and/or --metadata-key KEY: the "
+             "authorization names the threads the erasure may erase", EXIT_USAGE)  # fmt: skip
+    if k != "subject" and (len(threads or ()) != 1 or metadata_key is not None):
+        _die("a thread or history authorization names one --thread (--metadata-key only "
+             "with --subject)", EXIT_USAGE)  # fmt: skip
+    thread = threads[0] if k != "subject" and threads else None
     na = _check_time("--not-after", not_after)
     assert na is not None
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -1014,7 +1055,10 @@ def authorize(
             _die(f"{_display(str(commitment_key))}: {exc.message}", EXIT_USAGE, reason="bad_key")
     target = subject if k == "subject" else thread
     assert target is not None
-    scope = erasure_scope(k, target, _namespaces(store_ns or []), commit=commit)
+    bound: dict[str, Any] = {}
+    if k == "subject":
+        bound = {"threads": threads or [], "discovery": metadata_key}
+    scope = erasure_scope(k, target, _namespaces(store_ns or []), commit=commit, **bound)
     try:
         auth = sign_authorization(signer, request_id=request_id, scope=scope, not_after=na)
     except (ValueError, TypeError) as exc:
@@ -1035,6 +1079,9 @@ def authorize(
         })  # fmt: skip
         return
     what = f"subject {subject!r}" if k == "subject" else f"thread {thread!r}"
+    if k == "subject":
+        what += f", threads {', '.join(repr(t) for t in threads or []) or 'none'}"
+        what += f", discovery by {metadata_key!r}" if metadata_key is not None else ""
     nss = ", ".join("/".join(ns) for ns in store_ns or []) or "none"
     if commit is not None:
         what += " (as commitments)"
@@ -1714,6 +1761,7 @@ def _erase_target(
     commitment_key: Path | None,
 ) -> tuple[str | None, dict[str, Any] | None]:
     """``(thread, None)`` for a thread erasure, or ``(None, erase_subject arguments)``."""
+    _check_unicode(thread=threads, subject=subject, metadata_key=metadata_key, needle=needles)
     if subject is None:
         thread = _one_thread(threads, metadata_key=metadata_key, needle=needles,
                              privacy=privacy, commitment_key=commitment_key)  # fmt: skip
@@ -1829,6 +1877,7 @@ def locate_cmd(
     whether or not anything is found; the count is on stderr (or in --json).
     """
     _run.json = as_json
+    _check_unicode(value=needles)
     if any(not n for n in needles):
         _die("a value to find must not be empty", EXIT_USAGE)
     with _open_saver(db, Signer.generate(), None, read_only=True) as saver:
@@ -1941,6 +1990,7 @@ def open_receipt(
     one is not (or the key is not the receipt's, or the receipt does not verify).
     """
     _run.json = as_json
+    _check_unicode(thread=thread, subject=subject, needle=needle)
     claims = [("thread", t) for t in thread or []] + [("store-ns", n) for n in store_ns or []]
     claims += [("needle", n) for n in needle or []]
     claims += [(w, v) for w, v in (("subject", subject), ("database", database)) if v]

@@ -37,6 +37,9 @@ CONNECT_TIMEOUT = "10"
 _URI = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 _KEYWORD = re.compile(r"\s*[A-Za-z_]+\s*=")
 _URI_PASSWORD = re.compile(r"postgres(?:ql)?://[^:/@?#]*:([^@/?#]*)@", re.IGNORECASE)
+_USERINFO = re.compile(r"(postgres(?:ql)?://)\S*@", re.IGNORECASE)
+"""A URI's user information: everything up to its *last* ``@`` (a password may hold an
+un-percent-encoded ``@``, which libpq splits at the first one)."""
 _PARAM_PASSWORD = re.compile(r"[?&]password=([^&#]*)", re.IGNORECASE)
 _KV_PASSWORD = re.compile(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
@@ -61,6 +64,17 @@ class _Dsn:
             for m in pattern.finditer(dsn):
                 raw = m.group(1)
                 secrets |= {raw, unquote(raw), raw.strip("'")}
+        uri = _URI.match(dsn)
+        if uri is not None and "@" in dsn[uri.end() :]:
+            userinfo = dsn[uri.end() : dsn.rindex("@")]
+            if ":" in userinfo or "@" in userinfo:
+                # The user information, what follows the user name, and what follows
+                # its first '@' (libpq ends the user information there and takes the
+                # rest, with an '@', as part of the host name).
+                password = re.split(r"[:@]", userinfo, maxsplit=1)[1]
+                tail = userinfo.partition("@")[2]
+                for piece in (userinfo, password, tail + "@" if tail else ""):
+                    secrets |= {piece, unquote(piece)}
         self.params: dict[str, Any] | None = None
         with suppress(Exception):
             from psycopg.conninfo import conninfo_to_dict
@@ -74,7 +88,7 @@ class _Dsn:
     def _label(self) -> str:
         if self.params is None:
             return "the PostgreSQL connection string"
-        host = str(self.params.get("host") or "")
+        host = str(self.params.get("host") or "").rpartition("@")[2]
         port = str(self.params.get("port") or "")
         dbname = str(self.params.get("dbname") or "")
         if host.startswith("/"):
@@ -83,8 +97,9 @@ class _Dsn:
 
     def redact(self, text: str) -> str:
         for s in self.secrets:
-            text = text.replace(s, "***")
-        return text
+            text = text.replace(s, "***@" if s.endswith("@") else "***")
+        text = _USERINFO.sub(r"\1***@", text)
+        return _KV_PASSWORD.sub("password=***", text)
 
     def message(self, exc: BaseException) -> str:
         """libpq's message on one line, without the password."""

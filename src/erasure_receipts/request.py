@@ -261,8 +261,11 @@ _K_AUTH_SIG = frozenset(("keyid", "sig"))
 _K_SCOPE = {
     "thread": frozenset(("kind", "thread_id", "store_namespaces")),
     "history": frozenset(("kind", "thread_id", "store_namespaces", "keep")),
-    "subject": frozenset(("kind", "subject", "store_namespaces")),
+    "subject": frozenset(("kind", "subject", "threads", "discovery", "store_namespaces")),
 }
+_K_DISCOVERY = frozenset(("metadata_key",))
+MAX_AUTH_THREADS = 1000
+"""Explicit threads one subject authorization names (a subject receipt's limit)."""
 
 
 def _namespaces(v: Any, path: JPath) -> list[list[str]]:
@@ -279,6 +282,18 @@ def _validate_scope(v: Any, path: JPath) -> dict[str, Any]:
     sc = _obj(v, path, _K_SCOPE[kind])
     if kind == "subject":
         _str(sc["subject"], (path, "subject"), max_len=MAX_THREAD_ID)
+        threads = _list(sc["threads"], (path, "threads"))
+        if len(threads) > MAX_AUTH_THREADS:
+            raise _fail((path, "threads"), f"must have at most {MAX_AUTH_THREADS} items")
+        for i, t in enumerate(threads):
+            _str(t, (path, "threads", i), max_len=MAX_THREAD_ID)
+        if threads != sorted(set(threads)):
+            raise _fail((path, "threads"), "must be sorted and unique")
+        if sc["discovery"] is not None:
+            d = _obj(sc["discovery"], (path, "discovery"), _K_DISCOVERY)
+            _str(d["metadata_key"], (path, "discovery", "metadata_key"), max_len=256)
+        elif not threads:
+            raise _fail((path, "threads"), "must name a thread when discovery is null")
     else:
         _str(sc["thread_id"], (path, "thread_id"), max_len=MAX_THREAD_ID)
     if kind == "history" and sc["keep"] != "latest":
@@ -346,6 +361,12 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
     if idkey not in scope:
         raise ValueError(f"a {kind} scope needs {idkey!r}")
     out[idkey] = scope[idkey]
+    if kind == "subject":
+        # Authorized form (strict): always both; a receipt's or saver's scope: as given.
+        if strict or "threads" in scope:
+            out["threads"] = _thread_list(scope.get("threads", ()))
+        if strict or "discovery" in scope:
+            out["discovery"] = _discovery(scope.get("discovery"))
     if kind == "history":
         out["keep"] = scope.get("keep", "latest")
     nss = scope.get("store_namespaces", ())
@@ -364,10 +385,36 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
     return out
 
 
+def _thread_list(threads: Any) -> list[str]:
+    if isinstance(threads, str) or not isinstance(threads, Iterable):
+        raise TypeError("threads must be a list of thread ids (strings)")
+    out = set()
+    for t in threads:
+        if not isinstance(t, str):
+            raise TypeError(f"a thread id is a string, not {t!r}")
+        out.add(t)
+    return sorted(out)
+
+
+def _discovery(value: Any) -> dict[str, Any] | None:
+    """``None`` or ``{"metadata_key": K}`` (as a subject receipt's ``scope.discovery``)
+    from that form or from the metadata key itself."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return {"metadata_key": value}
+    if isinstance(value, Mapping) and set(value) == {"metadata_key"}:
+        return {"metadata_key": value["metadata_key"]}
+    raise TypeError(
+        f'discovery must be None, a metadata key or {{"metadata_key": K}}, not {value!r}'
+    )
+
+
 def authorized_scope(scope: Mapping[str, Any], kind: str | None = None) -> dict[str, Any]:
     """The authorized scope (RECEIPT_SPEC.md 9.6) an erasure of ``scope`` needs:
-    ``{kind, thread_id | subject, store_namespaces}`` plus ``keep`` for history, store
-    namespaces sorted and unique. ``scope`` may be a receipt's full ``scope``;
+    ``{kind, thread_id | subject, store_namespaces}`` plus ``keep`` for history and
+    ``threads``/``discovery`` for subject (when ``scope`` has them), store namespaces
+    and threads sorted and unique. ``scope`` may be a receipt's full ``scope``;
     ``kind`` defaults to ``scope["kind"]``, else ``"thread"``."""
     return _scope_of(scope, kind, strict=False)
 
@@ -378,30 +425,67 @@ def erasure_scope(
     store_namespaces: Iterable[Sequence[str]] = (),
     *,
     commit: Callable[[str, str], str] | None = None,
+    threads: Iterable[str] | None = None,
+    discovery: str | None = None,
 ) -> dict[str, Any]:
     """The authorized scope of a ``kind`` erasure of ``target`` (a thread id, or the data
     subject for ``subject``) and ``store_namespaces``, as the receipt will name it: with
     ``commit`` (privacy mode, e.g. ``CommitmentKey.commit``) the target and each store
     namespace are the commitments of RECEIPT_SPEC.md 9.5 (``thread``/``subject``, and
     ``store_namespace`` of the prefix joined with ``.`` as a one-element namespace).
+    For ``subject``, ``threads`` (the explicit thread ids, committed with label
+    ``thread`` in privacy mode) and ``discovery`` (the metadata key, or None) bind which
+    threads may be erased; :func:`authorize` needs them (``threads=()`` for none).
     Pass it to :func:`authorize` (the approver) or :meth:`Authorization.check`."""
     nss = [tuple(ns) for ns in store_namespaces]
+    tids = None if threads is None else [str(t) for t in threads]
     if commit is not None:
         target = commit("subject" if kind == "subject" else "thread", target)
         nss = [(commit("store_namespace", ".".join(ns)),) for ns in nss]
-    scope = {"kind": kind, "store_namespaces": nss}
+        if tids is not None:
+            tids = [commit("thread", t) for t in tids]
+    scope: dict[str, Any] = {"kind": kind, "store_namespaces": nss}
     scope["subject" if kind == "subject" else "thread_id"] = target
+    if kind == "subject" and tids is not None:
+        scope["threads"] = tids
+        scope["discovery"] = discovery
     return _scope_of(scope, kind, strict=False)
 
 
-def _scope_difference(authorized: Mapping[str, Any], wanted: Mapping[str, Any]) -> str | None:
+def _scope_difference(
+    authorized: Mapping[str, Any], wanted: Mapping[str, Any], *, exact: bool = False
+) -> str | None:
     """Why an authorization for ``authorized`` does not cover ``wanted`` (both in
-    authorized-scope form), or None when it does."""
+    authorized-scope form), or None when it does.
+
+    Subject scopes: ``discovery`` must be equal; the authorized threads must equal
+    ``wanted``'s (``exact``: the saver's explicit threads, or without discovery) or be a
+    subset of them (a receipt's threads add the discovered ones). Either member is
+    skipped when ``wanted`` lacks it (the kind-generic check; the subject saver and the
+    verifier always pass both)."""
     if authorized["kind"] != wanted["kind"]:
         return f"it authorizes a {authorized['kind']} erasure, not a {wanted['kind']} erasure"
     for k, what in (("thread_id", "thread"), ("subject", "data subject"), ("keep", "keep")):
         if authorized.get(k) != wanted.get(k):
             return f"it authorizes {what} {authorized.get(k)!r}, not {what} {wanted.get(k)!r}"
+    if authorized["kind"] == "subject":
+        if "discovery" in wanted and authorized.get("discovery") != wanted["discovery"]:
+
+            def key(d: Any) -> str:
+                return (
+                    "no metadata discovery" if d is None else f"metadata key {d['metadata_key']!r}"
+                )
+
+            return (
+                f"it authorizes {key(authorized.get('discovery'))}, not {key(wanted['discovery'])}"
+            )
+        if "threads" in wanted:
+            a_t, w_t = set(authorized.get("threads", ())), set(wanted["threads"])
+            if exact or authorized.get("discovery") is None:
+                if a_t != w_t:
+                    return f"it authorizes threads {sorted(a_t)!r}, not threads {sorted(w_t)!r}"
+            elif not a_t <= w_t:
+                return f"it authorizes threads {sorted(a_t)!r}, not all of them are erased"
     a = {tuple(ns) for ns in authorized["store_namespaces"]}
     w = {tuple(ns) for ns in wanted["store_namespaces"]}
     if a != w:
@@ -520,15 +604,20 @@ class Authorization:
         scope: Mapping[str, Any],
         request_id: str,
         now: str | datetime,
+        *,
+        exact: bool = False,
     ) -> None:
         """Refuse (``AuthorizationError``, reason ``not_authorized``) an erasure of a
         ``kind`` erasure of ``scope`` for request ``request_id`` at ``now`` that this
         authorization does not cover: another kind, thread, subject or set of store
         namespaces, another request id, or ``now`` after ``not_after``. ``scope`` may be
-        the authorized-scope form or a receipt's scope. Signatures are not checked (the
-        verifier does that against the trust file)."""
+        the authorized-scope form or a receipt's scope. A subject scope's ``threads`` and
+        ``discovery``, when given, are checked too (``exact``: the threads are the
+        erasure's explicit threads and must equal the authorized ones; otherwise, with
+        discovery, the authorized threads must be among them). Signatures are not checked
+        (the verifier does that against the trust file)."""
         wanted = authorized_scope(scope, kind)
-        diff = _scope_difference(self._statement["scope"], wanted)
+        diff = _scope_difference(self._statement["scope"], wanted, exact=exact)
         if diff is not None:
             raise AuthorizationError(f"the authorization does not cover this erasure: {diff}")
         if request_id != self.request_id:
@@ -571,7 +660,9 @@ def authorize(
 
     ``scope`` is the authorized scope: ``{"kind": "thread" | "history" | "subject",
     "thread_id": ... | "subject": ..., "store_namespaces": [[...], ...]}`` (``kind``
-    defaults to ``"thread"``; history scopes get ``"keep": "latest"``). In privacy mode
+    defaults to ``"thread"``; history scopes get ``"keep": "latest"``). A subject scope
+    also names the explicit ``threads`` (a list, possibly empty) and ``discovery`` (the
+    metadata key, ``{"metadata_key": K}`` or None); at least one of them is needed. In privacy mode
     use the same commitments the receipt will carry (RECEIPT_SPEC.md 9.6).
     ``not_after`` is the last instant an erasure may start with it.
     """

@@ -53,7 +53,7 @@ from .engine import (
 from .errors import ConfigurationError, ErasureIncompleteError, NothingToEraseError
 from .privacy import PREFIX, CommitmentKey
 from .receipt import MAX_THREAD_ID, Receipt
-from .request import Authorization, RequestContext
+from .request import Authorization, RequestContext, erasure_scope
 
 __all__ = [
     "MAX_THREADS",
@@ -477,6 +477,7 @@ class SubjectFlows(Attesting):
     # -- flows --------------------------------------------------------------------------
 
     def _erase_subject_flow(self, spec: _Spec, residue_scan: ResidueScan) -> Receipt:
+        self._check_subject_authorization(spec)
         for _ in range(MAX_RESCANS):
             request = self._db(self._subject_request, spec)
             request = self._with_context(request, spec.context, spec.authorization)
@@ -507,6 +508,22 @@ class SubjectFlows(Attesting):
             f"({MAX_RESCANS} attempts); nothing was deleted: stop the subject's sessions "
             "and retry"
         )
+
+    def _check_subject_authorization(self, spec: _Spec) -> None:
+        """The authorization binds the explicit threads and the discovery key too
+        (RECEIPT_SPEC.md 9.6): refuse any other ones before looking for threads.
+        (``_with_context`` checks the rest, and refuses arguments of the wrong type.)"""
+        auth: Any = spec.authorization
+        if isinstance(auth, dict):
+            auth = Authorization.from_obj(auth)
+        if not isinstance(auth, Authorization) or not isinstance(spec.context, RequestContext):
+            return
+        commit = spec.privacy.commit if spec.privacy is not None else None
+        scope = erasure_scope(
+            "subject", spec.subject, spec.store_namespaces, commit=commit,
+            threads=spec.threads, discovery=spec.metadata_key,
+        )  # fmt: skip
+        auth.check("subject", scope, spec.context.id, format_time(self._now()), exact=True)
 
     def _needles_outside(self, request: ErasureRequest) -> None:
         threads = set(request.threads)
@@ -623,7 +640,8 @@ class SubjectMethods(SubjectFlows):
         (unless ``allow_empty``), ``ErasureIncompleteError`` if anything fails or
         remains (no receipt), ``ConfigurationError`` for bad arguments.
         ``request``/``authorization`` as for ``erase_thread`` (RECEIPT_SPEC.md 9.6): the
-        authorization names the subject and store namespaces, not the threads found.
+        authorization names the subject, store namespaces, the explicit ``threads`` and
+        the ``metadata_key`` (all must be the authorized ones), not the threads found.
         """
         spec = self._subject_spec(
             subject_id, threads, metadata_key, store_namespaces, needles, privacy,

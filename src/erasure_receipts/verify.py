@@ -416,6 +416,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         _check_kept(p["kept_state"], bad)
     elif kind == "subject":
         _check_units(p, bad)
+    if "privacy" in scope:
+        _check_privacy(p, bad)
     needles = p.get("needles")
     if needles is not None and p["status"] == "erased" and needles["occurrences_after"]:
         raise bad("status is erased but a needle still occurs", "needles_remain")
@@ -444,6 +446,42 @@ def scope_id(predicate: dict[str, Any]) -> str:
     the data subject (subject kind), as the scope names it (possibly a commitment)."""
     scope = predicate["scope"]
     return str(scope["thread_id"] if "thread_id" in scope else scope["subject"])
+
+
+def _is_commitment(v: Any) -> bool:
+    return type(v) is str and v.startswith("hmac-sha256:") and is_hex64(v[12:])
+
+
+def _check_privacy(p: dict[str, Any], bad: Any) -> None:
+    """Privacy mode (RECEIPT_SPEC.md 9.5): the ids that name people are commitments
+    ``hmac-sha256:<64 lowercase hex>``, never raw values."""
+    scope = p["scope"]
+    clear: list[str] = []
+    for k in ("subject", "thread_id"):
+        if k in scope and not _is_commitment(scope[k]):
+            clear.append(f"scope.{k}")
+    if any(not _is_commitment(t) for t in scope.get("threads", ())):
+        clear.append("scope.threads")
+    names = [u["name"] for u in p.get("units") or ()]
+    if any(n != "store" and not (n[:7] == "thread:" and _is_commitment(n[7:])) for n in names):
+        clear.append("units")
+    if any(len(ns) != 1 or not _is_commitment(ns[0]) for ns in scope["store_namespaces"]):
+        clear.append("scope.store_namespaces")
+    if not _is_commitment(p["backend"]["database"]):
+        clear.append("backend.database")
+    for r in p["residue"]:
+        db = r["detail"].get("database")
+        if db is not None and not _is_commitment(db) and db != "withheld (privacy mode)":
+            clear.append(f"residue {r['action']} detail.database")
+    needles = p.get("needles")
+    if needles is not None and needles["salt"] is not None:
+        # a published salt lets anyone test guesses; privacy mode commits with the key
+        clear.append("needles (salted, not keyed)")
+    if clear:
+        raise bad(
+            f"privacy-mode receipt names {', '.join(clear)} in clear (must be commitments "
+            "hmac-sha256:<64 hex>)"
+        )
 
 
 def _check_kept(kept: dict[str, Any], bad: Any) -> None:

@@ -9,7 +9,13 @@ from typing import Annotated, Any, TypedDict
 
 import langgraph.checkpoint.base.id as lg_id
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
 from langgraph.channels.delta import DeltaChannel
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph

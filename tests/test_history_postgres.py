@@ -72,7 +72,9 @@ def pg_leaves(dsn: str, tables: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[
         where, params = tables[table]
         for row in raw_rows(dsn, table, where, params):
             pkv = [row[names.index(c)] for c in pk]
-            out[(table, *pkv)] = leaf_hash(encode_row(table, pkv, list(zip(names, row, strict=True))))
+            out[(table, *pkv)] = leaf_hash(
+                encode_row(table, pkv, list(zip(names, row, strict=True)))
+            )
     return out
 
 
@@ -255,10 +257,16 @@ async def test_pg_async_subgraph_interrupt_resume_and_prune(
         kept = receipt.predicate["kept_state"]["checkpoints"]
         assert [c["checkpoint_ns"] for c in kept] == ["", current_call]
         verify_receipt(receipt.to_json(), [signer.public_key])
-        assert independent_digest(pg_db, THREAD) == receipt.predicate["kept_state"]["digest"]["sha256"]
+        assert (
+            independent_digest(pg_db, THREAD) == receipt.predicate["kept_state"]["digest"]["sha256"]
+        )
         with connect(pg_db) as conn:
-            namespaces = {r[0] for r in conn.execute(
-                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = %s", (T,))}  # fmt: skip
+            namespaces = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE thread_id = %s", (T,)
+                )
+            }
         assert namespaces == {"", current_call}
         out = await graph.ainvoke(Command(resume="yes finally"), cfg(T))
         assert out["messages"][-1].content == "approved: yes finally" and out["turns"] == 4

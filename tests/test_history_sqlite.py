@@ -57,7 +57,9 @@ def rows_holding(db: Path, needle: str, thread: str = T) -> int:
     return int(n)
 
 
-def leaves(db: Path, tables: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[tuple[Any, ...], bytes]:
+def leaves(
+    db: Path, tables: dict[str, tuple[str, tuple[Any, ...]]]
+) -> dict[tuple[Any, ...], bytes]:
     """``(table, *pk) -> leaf hash`` of the matching rows, read raw (spec section 4)."""
     out: dict[tuple[Any, ...], bytes] = {}
     with sqlite3.connect(db) as conn:
@@ -67,16 +69,22 @@ def leaves(db: Path, tables: dict[str, tuple[str, tuple[Any, ...]]]) -> dict[tup
             cols, pk = columns(db, table), pk_columns(db, table)
             where, params = tables[table]
             order = ", ".join(pk)
-            for row in conn.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY {order}", params):
+            for row in conn.execute(
+                f"SELECT * FROM {table} WHERE {where} ORDER BY {order}", params
+            ):
                 pkv = [row[cols.index(c)] for c in pk]
-                out[(table, *pkv)] = leaf_hash(encode_row(table, pkv, list(zip(cols, row, strict=True))))
+                out[(table, *pkv)] = leaf_hash(
+                    encode_row(table, pkv, list(zip(cols, row, strict=True)))
+                )
     return out
 
 
 def fingerprint(db: Path, thread: str) -> list[Any]:
     with sqlite3.connect(db) as conn:
         return [
-            conn.execute(f"SELECT * FROM {t} WHERE thread_id = ? ORDER BY 1, 2, 3", (thread,)).fetchall()
+            conn.execute(
+                f"SELECT * FROM {t} WHERE thread_id = ? ORDER BY 1, 2, 3", (thread,)
+            ).fetchall()
             for t in ("checkpoints", "writes")
         ]
 
@@ -154,7 +162,9 @@ def test_compaction_scenario(db: Path, signer: Signer, tmp_path: Path) -> None:
         assert "noted: one more thing" in [m.content for m in out["messages"]]
         (chatted,) = [s for s in graph.get_state_history(cfg(T)) if s.next == ("summarize",)]
         assert [m.content for m in chatted.values["messages"]] == [
-            *kept_messages, "one more thing", "noted: one more thing"
+            *kept_messages,
+            "one more thing",
+            "noted: one more thing",
         ]
         assert chatted.metadata is not None and chatted.metadata["step"] == kept_step + 3
 
@@ -186,8 +196,12 @@ def test_subgraph_calls_interrupt_and_resume(db: Path, signer: Signer) -> None:
         snap = graph.get_state(cfg(T), subgraphs=True)
         assert snap.interrupts and snap.tasks[0].state is not None
         with sqlite3.connect(db) as conn:
-            calls = {r[0] for r in conn.execute(
-                "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE checkpoint_ns <> ''")}  # fmt: skip
+            calls = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT checkpoint_ns FROM checkpoints WHERE checkpoint_ns <> ''"
+                )
+            }
         assert len(calls) == 4 and all(ns.startswith("sub:") for ns in calls)
 
         receipt = saver.erase_history(T)
@@ -200,7 +214,8 @@ def test_subgraph_calls_interrupt_and_resume(db: Path, signer: Signer) -> None:
         with sqlite3.connect(db) as conn:
             namespaces = {r[0] for r in conn.execute("SELECT checkpoint_ns FROM checkpoints")}
             pending = conn.execute(
-                "SELECT checkpoint_ns, channel FROM writes WHERE thread_id = ?", (T,)).fetchall()  # fmt: skip
+                "SELECT checkpoint_ns, channel FROM writes WHERE thread_id = ?", (T,)
+            ).fetchall()
         assert namespaces == {"", current_call}  # finished calls: removed entirely
         assert ("", "__interrupt__") in pending and (current_call, "__interrupt__") in pending
         verify_receipt(receipt.to_json(), [signer.public_key])
@@ -360,3 +375,47 @@ async def test_async_saver(db: Path, signer: Signer, tmp_path: Path) -> None:
         assert [r.thread_id for r in pruned] == ["x", "y"]
         with pytest.raises(NeedlesFoundError):
             await saver.aerase_history(T, needles=["more"])
+
+
+async def test_prune_passes_langgraph_conformance() -> None:
+    """LangGraph's conformance suite detects ``prune`` on the SQLite saver now, and its
+    prune tests pass against the attested implementation."""
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    @checkpointer_test(name="AsyncAttestingSqliteSaver")
+    async def factory() -> Any:
+        async with AsyncAttestingSqliteSaver.from_conn_string(
+            ":memory:", signer=Signer.generate()
+        ) as saver:
+            yield saver
+
+    report = await validate(factory)
+    prune = report.results["prune"]
+    assert prune.detected and prune.passed and prune.tests_passed >= 8
+
+
+def test_recipe_remove_message_then_erase_history(db: Path, signer: Signer) -> None:
+    """The documented recipe: update_state with RemoveMessage, then erase_history with the
+    removed text as a needle. Removing only some copies is refused, naming the rest."""
+    from langchain_core.messages import RemoveMessage
+
+    secret = "my new address is 12 Rue de Rivoli"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        graph = run_chat(saver, None, turns=["hi", secret])
+        holding = [m for m in graph.get_state(cfg(T)).values["messages"] if secret in m.content]
+        assert len(holding) == 2  # the user's message and the assistant's echo
+        graph.update_state(cfg(T), {"messages": [RemoveMessage(id=holding[0].id)]})
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_history(T, needles=[secret])
+        assert {loc["table"] for loc in err.value.locations} == {"checkpoints"}
+        graph.update_state(cfg(T), {"messages": [RemoveMessage(id=holding[1].id)]})
+        receipt = saver.erase_history(T, needles=[secret])
+        assert rows_holding(db, secret) == 0
+        verify_receipt(receipt.to_json(), [signer.public_key])
+        out = graph.invoke(human("where do I live?"), cfg(T))
+        assert [m.content for m in out["messages"]] == [
+            "hi",
+            "noted: hi",
+            "where do I live?",
+            "noted: where do I live?",
+        ]

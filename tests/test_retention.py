@@ -70,7 +70,9 @@ def archived(archive: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_bytes()) for p in sorted(archive.glob("*.json"))]
 
 
-def test_idle_sweep_erases_exactly_the_idle_threads(db: Path, signer: Signer, tmp_path: Path) -> None:
+def test_idle_sweep_erases_exactly_the_idle_threads(
+    db: Path, signer: Signer, tmp_path: Path
+) -> None:
     archive = tmp_path / "receipts"
     before = checkpoints_per_thread(db)
     assert len(before) == THREADS
@@ -91,7 +93,9 @@ def test_idle_sweep_erases_exactly_the_idle_threads(db: Path, signer: Signer, tm
         assert all(after[t] == before[t] for t in after)  # active threads untouched
         assert all(saver.is_erased(t) for t in IDLE)
         receipts = archived(archive)
-        assert sorted(r["statement"]["predicate"]["scope"]["thread_id"] for r in receipts) == sorted(IDLE)
+        assert sorted(
+            r["statement"]["predicate"]["scope"]["thread_id"] for r in receipts
+        ) == sorted(IDLE)
         for path in archive.glob("*.json"):
             verify_receipt(path.read_bytes(), [signer.public_key])
         # Run again: nothing left to do, nothing issued twice.
@@ -250,6 +254,7 @@ def _key(tmp_path: Path, signer: Signer) -> Path:
 def test_cli_retention(db: Path, signer: Signer, tmp_path: Path) -> None:
     archive, key = tmp_path / "receipts", _key(tmp_path, signer)
     before = checkpoints_per_thread(db)
+    time.sleep(1.1)  # every thread's latest checkpoint is then older than --history 1s
     dry = subprocess.run([*CLI, "retention", str(db), "--idle", "30d", "--history", "1s",
                           "--dry-run", "--json"], capture_output=True, text=True)  # fmt: skip
     assert dry.returncode == 0, dry.stderr
@@ -257,8 +262,22 @@ def test_cli_retention(db: Path, signer: Signer, tmp_path: Path) -> None:
     assert doc["dry_run"] and doc["idle"]["threads"] == len(IDLE)
     assert doc["history"]["threads"] == THREADS  # every thread has history older than 1 s
     assert checkpoints_per_thread(db) == before
-    run = subprocess.run([*CLI, "retention", str(db), "--idle", "30d", "--key", str(key),
-                          "--archive", str(archive), "--json"], capture_output=True, text=True)  # fmt: skip
+    run = subprocess.run(
+        [
+            *CLI,
+            "retention",
+            str(db),
+            "--idle",
+            "30d",
+            "--key",
+            str(key),
+            "--archive",
+            str(archive),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     assert doc["ok"] and doc["totals"]["threads"] == doc["totals"]["receipts"] == len(IDLE)

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,12 @@ import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from erasure_receipts import AsyncAttestingPostgresSaver, AttestingPostgresSaver, Signer, verify_receipt
+from erasure_receipts import (
+    AsyncAttestingPostgresSaver,
+    AttestingPostgresSaver,
+    Signer,
+    verify_receipt,
+)
 from pg_helpers import connect
 from test_history_graphs import CHAT_TURNS, cfg, chat_graph, checkpoint_clock, human
 
@@ -115,3 +121,25 @@ async def test_pg_async_history_and_idle_sweeps(
     kinds = sorted(json.loads(p.read_bytes())["statement"]["predicate"]["kind"]
                    for p in archive.glob("*.json"))  # fmt: skip
     assert kinds.count("history") == len(IDLE) + 1 and kinds.count("thread") == len(IDLE)
+
+
+def test_pg_cli_retention(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(pg_db, monkeypatch)
+    key, archive = tmp_path / "k.pem", tmp_path / "receipts"
+    key.write_bytes(signer.private_pem())
+    key.chmod(0o600)
+    cli = [sys.executable, "-c", "from erasure_receipts.cli import main; main()", "retention"]
+    time.sleep(1.1)  # every thread's latest checkpoint is then older than --history 1s
+    dry = subprocess.run([*cli, pg_db, "--idle", "30d", "--history", "1s", "--dry-run", "--json"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    doc = json.loads(dry.stdout)
+    assert doc["idle"]["threads"] == len(IDLE) and doc["history"]["threads"] == THREADS
+    run = subprocess.run([*cli, pg_db, "--idle", "30d", "--key", str(key), "--archive",
+                          str(archive), "--json"], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["totals"]["threads"] == doc["totals"]["receipts"] == len(IDLE)
+    assert receipt_threads(archive) == sorted(IDLE)

@@ -1094,6 +1094,7 @@ def authorize(
 
 # -- trust files ----------------------------------------------------------------------
 
+
 class TrustRole(StrEnum):
     signer = "signer"
     approver = "approver"
@@ -2074,13 +2075,19 @@ def retention(
     db: Annotated[str, typer.Argument(help=DB_HELP)],
     idle: Annotated[
         str | None,
-        typer.Option("--idle", help="erase threads whose latest checkpoint is older than "
-                                    "this (30d, 12h, 90m, 3600s, 2w): one receipt each"),
+        typer.Option(
+            "--idle",
+            help="erase threads whose latest checkpoint is older than "
+            "this (30d, 12h, 90m, 3600s, 2w): one receipt each",
+        ),
     ] = None,
     history: Annotated[
         str | None,
-        typer.Option("--history", help="erase the history (keep the latest state) of threads "
-                                       "whose latest checkpoint is older than this"),
+        typer.Option(
+            "--history",
+            help="erase the history (keep the latest state) of threads "
+            "whose latest checkpoint is older than this",
+        ),
     ] = None,
     key: Annotated[
         Path | None,

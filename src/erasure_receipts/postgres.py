@@ -67,8 +67,8 @@ from .backends.postgres import (
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
 from .errors import ErasureIncompleteError, NothingToEraseError, ThreadErasedError
-from .log import ReceiptLog
 from .history import AsyncHistoryMethods, HistoryMethods
+from .log import ReceiptLog
 from .proof import LeafRecord
 from .receipt import Receipt
 from .request import Authorization, RequestContext

@@ -1113,14 +1113,17 @@ class PlannedPgPart(PgTablePart):
         return super()._measure(sink, lock)
 
     def leaves(self) -> Iterator[bytes]:
+        """Plan first (if not yet), then :meth:`PgTablePart.leaves`."""
         self._ready()
         return super().leaves()
 
     def finish(self) -> None:
+        """Plan first (if not yet), then :meth:`PgTablePart.finish`."""
         self._ready()
         super().finish()
 
     def remaining(self) -> int:
+        """Plan first (if not yet), then :meth:`PgTablePart.remaining`."""
         self._ready()
         return super().remaining()
 

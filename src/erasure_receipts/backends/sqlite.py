@@ -791,10 +791,12 @@ class PlannedSqlPart(SqlTablePart):
         return super()._rows()
 
     def finish(self) -> None:
+        """Plan first (if not yet), then :meth:`SqlTablePart.finish`."""
         self._ready()
         super().finish()
 
     def remaining(self) -> int:
+        """Plan first (if not yet), then :meth:`SqlTablePart.remaining`."""
         self._ready()
         return super().remaining()
 
@@ -820,7 +822,8 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
     marks = [f'"{k}"'.encode(enc) for k in DELTA_KEYS]
     for (raw,) in conn.execute(
         "SELECT CAST(metadata AS BLOB) FROM checkpoints WHERE thread_id = ? AND ("
-        + " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in marks) + ")",
+        + " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in marks)
+        + ")",
         [thread_id, *marks],
     ):
         if any(k in _metadata(raw, enc) for k in DELTA_KEYS):

@@ -3,6 +3,7 @@ and reason, every good one verifies, and the generator reproduces the corpus exa
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -13,6 +14,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from erasure_receipts.cli import verify_main
+from erasure_receipts.digest import units_root
+from erasure_receipts.signing import PublicKey
+from erasure_receipts.verify import TrustedKey, TrustStore, verify_receipt
 from receipt_factory import load_schema
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -44,7 +48,7 @@ def test_corpus_is_complete() -> None:
     on_disk = {p.name for p in BAD.iterdir()} - {"EXPECTED.json"}
     assert on_disk == set(EXPECTED), "EXPECTED.json and bad/ disagree; re-run make_corpus.py"
     assert len(EXPECTED) >= 35
-    assert 2 <= len(GOOD_FILES) <= 5
+    assert 2 <= len(GOOD_FILES) <= 10
     assert any("payloadType" in json.loads((GOOD / n).read_bytes()) for n in GOOD_FILES)
     for name, exp in EXPECTED.items():
         assert exp["exit_code"] == 1, name
@@ -72,7 +76,14 @@ def test_corpus_is_complete() -> None:
         "check_failed",
         "out_of_scope_missing",
         "not_canonical",
+        "units_mismatch",
+        "needles_remain",
+        "authorization_untrusted",
     }
+    # Every receipt kind (RECEIPT_SPEC.md 9) has good receipts, privacy mode included.
+    kinds = {n: _kind_of(json.loads((GOOD / n).read_bytes())) for n in GOOD_FILES}
+    assert set(kinds.values()) == {"thread", "history", "subject"}
+    assert "subject-privacy.json" in kinds and "subject-with-request.json" in kinds
 
 
 def test_bad_corpus_one_process() -> None:
@@ -142,8 +153,70 @@ def test_good_corpus() -> None:
     assert doc["counts"]["verified"] == len(GOOD_FILES)
     assert {Path(r["file"]).name for r in doc["results"]} == set(GOOD_FILES)
     assert all(r["verified"] and r["reason"] == "ok" for r in doc["results"])
-    # All good receipts make the same claim.
-    assert len({(r["receipt_id"], r["pre_digest"], r["key_id"]) for r in doc["results"]}) == 1
+    # All good thread receipts make the same claim; the other kinds each their own.
+    claims = {(r["receipt_id"], r["pre_digest"], r["key_id"]) for r in doc["results"]}
+    thread = [r for r in doc["results"] if Path(r["file"]).name.startswith("receipt")]
+    assert len(thread) == 4
+    assert len({(r["receipt_id"], r["pre_digest"], r["key_id"]) for r in thread}) == 1
+    assert len(claims) == len(GOOD_FILES) - len(thread) + 1
+
+
+def _kind_of(doc: dict[str, Any]) -> str:
+    if "payloadType" in doc:
+        doc = {"statement": json.loads(base64.b64decode(doc["payload"]))}
+    return str(doc["statement"]["predicate"].get("kind", "thread"))
+
+
+def test_kind_receipts_say_what_they_erased() -> None:
+    """The good receipts of each kind verify with the facts their kind adds: the kept
+    state of a history receipt, the units bound under a subject receipt's root, the
+    commitments of a privacy-mode receipt, the request context."""
+    key = [PublicKey.from_pem(TRUSTED_PEM.read_bytes())]
+    v = verify_receipt((GOOD / "history.json").read_bytes(), key)
+    p = v.statement["predicate"]
+    assert (p["kind"], v.thread_id, p["scope"]["tombstone"]) == ("history", "thread-7", False)
+    assert p["kept_state"]["leaves"] == 2 and p["needles"]["searched"] == "thread"
+    assert v.pre_digest != p["kept_state"]["digest"]["sha256"]
+    v = verify_receipt((GOOD / "subject.json").read_bytes(), key)
+    p = v.statement["predicate"]
+    assert v.thread_id == "alice" and p["scope"]["discovery"] == {"metadata_key": "user_id"}
+    assert [u["name"] for u in p["units"]] == ["store", "thread:alice-chat-1",
+                                               "thread:alice-chat-2"]  # fmt: skip
+    assert (
+        v.pre_digest
+        == units_root(
+            (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"])) for u in p["units"]
+        ).hex()
+    )
+    assert p["needles"]["searched"] == "database" and p["needles"]["salt"] is not None
+    data = (GOOD / "subject-privacy.json").read_bytes()
+    v = verify_receipt(data, key)
+    p = v.statement["predicate"]
+    assert v.thread_id.startswith("hmac-sha256:") and p["needles"]["salt"] is None
+    for clear in (b"alice", b"users", b"/var/lib"):
+        assert clear not in data  # no id in clear anywhere in the file
+    v = verify_receipt((GOOD / "subject-with-request.json").read_bytes(), key)
+    assert v.request is not None and v.request["id"] == "DSR-2026-0042"
+    assert v.sla_seconds == 2428200 and v.approver is None
+
+
+def test_subject_authorization_verifies_with_an_approver_trust_file() -> None:
+    """Like the other auth_* cases, the authorized subject receipt is untrusted with
+    --key only and verifies with a trust file naming the corpus approver."""
+    from erasure_receipts.signing import Signer
+
+    approver = Signer.from_seed(b"\x02" * 32)  # make_corpus.APPROVER
+    trust = TrustStore(
+        [
+            TrustedKey(PublicKey.from_pem(TRUSTED_PEM.read_bytes()), name="receipts"),
+            TrustedKey(approver.public_key, name="dpo", role="approver"),
+        ]
+    )
+    v = verify_receipt((BAD / "auth_subject_no_approver_trusted.json").read_bytes(), trust)
+    assert (v.thread_id, v.approver, v.sla_seconds) == ("alice", "dpo", 2428200)
+    auth_scope = v.statement["predicate"]["authorization"]["statement"]["scope"]
+    assert auth_scope["threads"] == ["alice-chat-1"]  # discovery found the other thread
+    assert v.statement["predicate"]["scope"]["threads"] == ["alice-chat-1", "alice-chat-2"]
 
 
 def _plain_json(data: bytes) -> Any:

@@ -2,7 +2,9 @@
 schemas/index-record.schema.json, records come only from verified receipts (a tampered,
 forged or malformed receipt is listed as rejected, never as a record), files,
 directories and logs mix, CSV and NDJSON carry the same records, and --jobs changes
-nothing but the speed."""
+nothing but the speed. Every receipt kind (thread, history, subject, privacy mode,
+request context) becomes a record with its kind's facts; tampered or re-signed broken
+receipts of every kind never do."""
 
 from __future__ import annotations
 
@@ -20,8 +22,17 @@ from typer.testing import CliRunner, Result
 from erasure_receipts.app import app
 from erasure_receipts.index import FIELDS, index_record
 from erasure_receipts.log import ReceiptLog
+from erasure_receipts.signing import Signer
 from erasure_receipts.verify import verify_receipt
-from receipt_factory import ATTACKER, TRUSTED, dump, make_receipt, make_statement, receipt_doc
+from receipt_factory import (
+    ATTACKER,
+    TRUSTED,
+    dump,
+    make_receipt,
+    make_statement,
+    receipt_doc,
+    set_path,
+)
 
 SCHEMA = json.loads(
     (Path(__file__).parents[1] / "schemas" / "index-record.schema.json").read_text("utf-8")
@@ -149,3 +160,119 @@ def test_index_record_uses_only_the_verified_statement() -> None:
     VALIDATOR.validate(rec)
     assert rec["key_id"] == TRUSTED.key_id and rec["log_index"] == 3
     assert rec["pre_digest"] == v.pre_digest and rec["subject_name"] == "langgraph-thread:thread-1"
+
+
+# -- receipt kinds (RECEIPT_SPEC.md 9): the golden corpus's good receipts of every kind ----
+
+GOLDEN = Path(__file__).parent / "golden"
+KIND_FILES = ("history.json", "subject.json", "subject-privacy.json",
+              "subject-with-request.json")  # fmt: skip
+
+
+def _by_file(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {Path(r["source"]).name: r for r in records}
+
+
+def test_records_of_every_kind_validate_and_carry_their_facts() -> None:
+    res = cli("index", GOLDEN / "good", "--key", GOLDEN / "keys" / "trusted.pub.pem")
+    assert res.exit_code == 0, res.stderr
+    recs = _by_file(ndjson(res.stdout))
+    assert set(KIND_FILES) <= set(recs)
+    for r in recs.values():
+        VALIDATOR.validate(r)
+        assert list(r) == list(FIELDS)
+    thread = recs["receipt.json"]
+    assert (thread["kind"], thread["scope_id"], thread["threads"], thread["kept_leaves"]) == (
+        "thread", "thread-1", None, None)  # fmt: skip
+    assert (thread["needles_checked"], thread["needles_searched"]) == (False, None)
+    assert thread["privacy"] is False and thread["request_id"] is None
+    history = recs["history.json"]
+    assert (history["kind"], history["scope_id"], history["thread_id"]) == (
+        "history", "thread-7", "thread-7")  # fmt: skip
+    assert (history["kept_leaves"], history["rows"], history["threads"]) == (2, 3, None)
+    assert (history["needles_checked"], history["needles_searched"]) == (True, "thread")
+    assert history["tombstone"] is False
+    subject = recs["subject.json"]
+    assert (subject["kind"], subject["scope_id"], subject["subject"], subject["thread_id"]) == (
+        "subject", "alice", "alice", None)  # fmt: skip
+    assert (subject["threads"], subject["kept_leaves"], subject["rows"]) == (2, None, 6)
+    assert (subject["rows_store"], subject["needles_searched"]) == (2, "database")
+    private = recs["subject-privacy.json"]
+    assert private["privacy"] is True and private["threads"] == 2
+    assert private["scope_id"] == private["subject"]
+    assert private["scope_id"].startswith("hmac-sha256:")
+    assert private["subject_name"] == f"langgraph-subject:{private['scope_id']}"
+    assert "alice" not in json.dumps(private)  # no id in clear in the feed either
+    req = recs["subject-with-request.json"]
+    assert (req["request_id"], req["request_basis"], req["sla_seconds"]) == (
+        "DSR-2026-0042", "gdpr-art17-1b", 2428200)  # fmt: skip
+    assert req["approver"] is None  # no authorization
+    assert "alice@example.com" not in res.stdout  # the requester is never a column
+    # CSV: the same columns, the new ones included
+    csv_res = cli("index", GOLDEN / "good", "--key", GOLDEN / "keys" / "trusted.pub.pem",
+                  "--format", "csv")  # fmt: skip
+    rows = {Path(r["source"]).name: r for r in csv.DictReader(io.StringIO(csv_res.stdout))}
+    assert rows["history.json"]["kept_leaves"] == "2"
+    assert rows["subject.json"]["threads"] == "2" and rows["receipt.json"]["threads"] == ""
+    assert rows["subject-with-request.json"]["sla_seconds"] == "2428200"
+    assert rows["receipt.json"]["needles_checked"] == "false"
+
+
+def test_approver_is_the_trust_files_name(tmp_path: Path) -> None:
+    approver = Signer.from_seed(b"\x02" * 32)  # make_corpus.APPROVER
+    trust = tmp_path / "trust.json"
+    trust.write_text(json.dumps({"trust_version": 1, "keys": [
+        {"name": "ops", "ed25519": TRUSTED.public_key.b64()},
+        {"name": "dpo", "ed25519": approver.public_key.b64(), "role": "approver"},
+    ]}))  # fmt: skip
+    authorized = GOLDEN / "bad" / "auth_subject_no_approver_trusted.json"
+    res = cli("index", authorized, GOLDEN / "good" / "history.json", "--trust", trust)
+    assert res.exit_code == 0, res.stderr
+    auth, history = ndjson(res.stdout)
+    for r in (auth, history):
+        VALIDATOR.validate(r)
+    assert (auth["kind"], auth["scope_id"], auth["threads"]) == ("subject", "alice", 2)
+    assert (auth["request_id"], auth["approver"], auth["sla_seconds"], auth["key_name"]) == (
+        "DSR-2026-0042", "dpo", 2428200, "ops")  # fmt: skip
+    assert history["approver"] is None and history["key_name"] == "ops"
+    # With --key no approver is trusted: the receipt is rejected, never a record.
+    res = cli("index", authorized, "--key", GOLDEN / "keys" / "trusted.pub.pem")
+    assert res.exit_code == 1 and res.stdout == ""
+    assert "[authorization_untrusted]" in res.stderr
+
+
+def _tampered_kind_receipts(d: Path) -> dict[str, str]:
+    """Each good receipt of each kind changed after signing: file name -> reason."""
+    changes = {
+        "history.json": ("statement.predicate.kept_state.leaves", 1),
+        "subject.json": ("statement.predicate.scope.threads", ["alice-chat-1"]),
+        "subject-privacy.json": ("statement.predicate.units.1.leaves", 9),
+        "subject-with-request.json": ("statement.predicate.request.basis", "user-deletion"),
+        "receipt.json": ("statement.predicate.scope.thread_id", "thread-2"),
+    }
+    out = {}
+    for name, (path, value) in changes.items():
+        doc = json.loads((GOLDEN / "good" / name).read_bytes())
+        (d / f"tampered-{name}").write_bytes(dump(set_path(doc, path, value)))
+        out[f"tampered-{name}"] = "bad_signature"
+    return out
+
+
+def test_tampered_and_resigned_receipts_of_every_kind_never_appear(tmp_path: Path) -> None:
+    d = tmp_path / "kinds"
+    d.mkdir()
+    want = _tampered_kind_receipts(d)
+    expected = json.loads((GOLDEN / "bad" / "EXPECTED.json").read_text("utf-8"))
+    for name, exp in expected.items():
+        if name.startswith(("kind_", "auth_subject")):  # resigned: valid signature
+            (d / name).write_bytes((GOLDEN / "bad" / name).read_bytes())
+            want[name] = exp["reason"]
+    assert {"units_mismatch", "needles_remain", "inconsistent", "schema",
+            "subject_name_mismatch", "bad_signature"} <= set(want.values())  # fmt: skip
+    rejected = tmp_path / "rejected.ndjson"
+    res = cli("index", d, "--key", GOLDEN / "keys" / "trusted.pub.pem", "--rejected", rejected)
+    assert res.exit_code == 1
+    assert res.stdout == ""  # not one record
+    got = {Path(r["source"]).name: r["reason"] for r in ndjson(rejected.read_text())}
+    assert got == want
+    assert f"0 indexed, {len(want)} rejected" in res.stderr

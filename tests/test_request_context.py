@@ -511,6 +511,7 @@ def test_golden_authorization_cases_with_a_trust_file(tmp_path: Path) -> None:
     cases = {n: e["reason"] for n, e in expected.items() if n.startswith(("auth_", "request_"))}
     assert len(cases) >= 10
     with_trust = {**cases, "auth_no_approver_trusted.json": "ok",
+                  "auth_subject_no_approver_trusted.json": "ok",
                   "auth_tampered_signature.json": "authorization_bad_signature"}  # fmt: skip
     trust = TrustStore.from_json(trust_file(tmp_path).read_bytes())
     got = {n: reason_of((GOLDEN / "bad" / n).read_bytes(), trust) for n in cases}

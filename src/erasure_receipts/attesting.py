@@ -222,6 +222,22 @@ class Attesting:
         """Read the scope back through the public API (``API_CHECK`` is set)."""
         raise NotImplementedError
 
+    def _prepare(self) -> None:
+        """Before an erasure: set up (the library's tables) and find where the store is."""
+        raise NotImplementedError
+
+    def _ensure_journal(self) -> None:
+        """The library's tables exist (installing them if needed)."""
+        raise NotImplementedError
+
+    def _resolve_store_rows(self) -> None:
+        """Whether the store's tables live in the saver's database (no writes)."""
+        raise NotImplementedError
+
+    def _preview(self, handle: Any, request: ErasureRequest) -> ThreadDigest:
+        """The read-only measurement of ``request`` (``digest_thread``)."""
+        raise NotImplementedError
+
     def _retryable(self, exc: ErasureIncompleteError) -> bool:
         """Whether a rolled-back erasure failed on a transient conflict (retry it)."""
         return False
@@ -549,6 +565,15 @@ class AsyncFlows(Attesting):
         raise NotImplementedError
 
     async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
+        raise NotImplementedError
+
+    async def _aprepare(self) -> None:
+        raise NotImplementedError
+
+    async def _aensure_journal(self) -> None:
+        raise NotImplementedError
+
+    async def _resolve_store_rows_async(self) -> None:
         raise NotImplementedError
 
     def _on_loop(self, coro: Awaitable[T]) -> T:

@@ -221,6 +221,9 @@ class _Progress:
             sys.stderr.flush()
 
 
+_SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject"}
+
+
 def _verify_file(path: str, trust: TrustStore, verbose: bool, log: Any = None) -> dict[str, Any]:
     res: dict[str, Any] = {"file": _display(path)}
     try:
@@ -238,6 +241,7 @@ def _verify_file(path: str, trust: TrustStore, verbose: bool, log: Any = None) -
     else:
         res.update(
             verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
+            kind=v.statement["predicate"].get("kind", "thread"),
             status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
             key_id=v.key_id, key_name=v.key_name, methods=dict(v.methods),
             residue=[{"action": a, "status": s} for a, s in v.residue],
@@ -260,7 +264,8 @@ def _ok_line(res: dict[str, Any]) -> str:
     methods = ", ".join(f"{k}={m}" for k, m in sorted(res["methods"].items())) or "none"
     residue = ", ".join(f"{r['action']}={r['status']}" for r in res["residue"]) or "none"
     return (
-        f"OK    {res['file']}: thread {res['thread_id']!r} {res['status']} at "
+        f"OK    {res['file']}: {_SCOPE_WORDS[res['kind']]} {res['thread_id']!r} "
+        f"{res['status']} at "
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"
         + _request_text(res)

@@ -7,7 +7,9 @@ same order for every row (``FIELDS``), described by
 ``schemas/index-record.schema.json``. A record is built only from the statement that
 :func:`~erasure_receipts.verify.verify_receipt` parsed afresh from the signed payload,
 so a receipt that was tampered with (or is untrusted, or malformed) never becomes a row:
-it is listed separately, as a rejection with its reason code.
+it is listed separately, as a rejection with its reason code. Every kind (RECEIPT_SPEC.md
+9) has the same columns; kind-specific ones (``threads``, ``kept_leaves``, needles,
+request context) are null where a kind or receipt has no such fact.
 
 Tables map to the two groups of a receipt's ``methods``: ``store`` and
 ``store_vectors`` are the ``store`` group, every other table (``checkpoints``,
@@ -48,6 +50,8 @@ FIELDS: tuple[str, ...] = (
     "status",
     "thread_id",
     "subject",
+    "scope_id",
+    "privacy",
     "subject_name",
     "pre_digest",
     "rows",
@@ -60,9 +64,17 @@ FIELDS: tuple[str, ...] = (
     "method_store",
     "store_namespaces",
     "tombstone",
+    "threads",
+    "kept_leaves",
+    "needles_checked",
+    "needles_searched",
     "residue",
     "residue_worst",
     "backend",
+    "request_id",
+    "request_basis",
+    "approver",
+    "sla_seconds",
     "key_id",
     "key_name",
     "log_index",
@@ -80,11 +92,21 @@ def index_record(
     """The flat record of one verified receipt (keys in ``FIELDS`` order).
 
     ``thread_id`` is the scope's thread (null for a receipt whose scope is a subject);
-    ``subject`` the scope's subject commitment when it has one; ``subject_name`` the
-    in-toto subject. ``rows``/``bytes`` are the pre-deletion totals; the per-group
-    figures add up to them. ``residue`` is ``action=status`` pairs joined by ``;`` in
-    receipt order, ``residue_worst`` the worst status (failed, partial, skipped,
-    not_applicable, applied; null without residue actions)."""
+    ``subject`` the scope's subject when it has one; ``scope_id`` whichever of the two
+    the kind erases (a commitment when ``privacy``); ``subject_name`` the in-toto
+    subject. ``rows``/``bytes`` are the pre-deletion totals (for ``history``: of the
+    removed rows); the per-group figures add up to them. ``threads`` is the number of
+    erased threads of a ``subject`` receipt, ``kept_leaves`` the rows a ``history``
+    receipt kept (both null for the other kinds); ``needles_checked`` says whether the
+    receipt attests a needle search, ``needles_searched`` where (``thread`` or
+    ``database``; null without one). ``residue`` is ``action=status`` pairs joined by
+    ``;`` in receipt order, ``residue_worst`` the worst status (failed, partial,
+    skipped, not_applicable, applied; null without residue actions). With a ``request``
+    (RECEIPT_SPEC.md 9.6): ``request_id``, ``request_basis``, ``approver`` (the trust
+    file's name of the approver key that verified the embedded authorization, its key
+    id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
+    ``received_at``, whole seconds; null without ``received_at``); all null without a
+    request. The requester is never a column."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -98,14 +120,19 @@ def index_record(
     statuses = {s for _, s in residue}
     worst = next((s for s in _RESIDUE_ORDER if s in statuses), None)
     methods = p["methods"]
+    kind = p.get("kind", "thread")
+    needles = p.get("needles")
+    request = v.request
     record = {
         "record_type": RECORD_TYPE,
         "receipt_id": p["receipt_id"],
         "issued_at": p["issued_at"],
-        "kind": p.get("kind", "thread"),
+        "kind": kind,
         "status": p["status"],
         "thread_id": scope.get("thread_id"),
         "subject": scope.get("subject"),
+        "scope_id": v.thread_id,
+        "privacy": "privacy" in scope,
         "subject_name": st["subject"][0]["name"],
         "pre_digest": pre["digest"]["sha256"],
         "rows": pre["leaves"],
@@ -118,9 +145,17 @@ def index_record(
         "method_store": methods.get("store"),
         "store_namespaces": len(scope.get("store_namespaces", ())),
         "tombstone": scope.get("tombstone"),
+        "threads": len(scope["threads"]) if kind == "subject" else None,
+        "kept_leaves": p["kept_state"]["leaves"] if kind == "history" else None,
+        "needles_checked": needles is not None,
+        "needles_searched": None if needles is None else needles["searched"],
         "residue": ";".join(f"{a}={s}" for a, s in residue),
         "residue_worst": worst,
         "backend": p["backend"]["kind"],
+        "request_id": None if request is None else request["id"],
+        "request_basis": None if request is None else request["basis"],
+        "approver": v.approver,
+        "sla_seconds": v.sla_seconds,
         "key_id": v.key_id,
         "key_name": v.key_name,
         "log_index": log_index,

@@ -15,7 +15,7 @@ Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
 from functools import cache
@@ -46,11 +46,8 @@ from .attesting import (
     AsyncFlows,
     Attesting,
     NamespacesFor,
-    PendingErasure,
     ResidueScan,
     ThreadDigest,
-    delete_quietly,
-    log,
 )
 from .backends import postgres as pg_backend
 from .backends.postgres import (
@@ -66,14 +63,12 @@ from .backends.postgres import (
 )
 from .backends.store import StoreSweepPart, acount_items, count_items
 from .engine import ErasureRequest, Part
-from .errors import ErasureIncompleteError, NothingToEraseError, ThreadErasedError
+from .errors import ErasureIncompleteError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
 from .log import ReceiptLog
-from .proof import LeafRecord
-from .receipt import Receipt
-from .request import Authorization, RequestContext
 from .signing import Signer
 from .subject import AsyncSubjectMethods, SubjectMethods
+from .thread import AsyncThreadMethods, ThreadMethods
 
 __all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver"]
 
@@ -168,7 +163,9 @@ class _PgAttesting(Attesting):
             return None
 
 
-class AttestingPostgresSaver(HistoryMethods, SubjectMethods, PostgresSaver, _PgAttesting):
+class AttestingPostgresSaver(
+    ThreadMethods, HistoryMethods, SubjectMethods, PostgresSaver, _PgAttesting
+):
     """``PostgresSaver`` whose deletions are measured, verified and signed.
 
     Args:
@@ -329,105 +326,20 @@ class AttestingPostgresSaver(HistoryMethods, SubjectMethods, PostgresSaver, _PgA
         self._ready()
         self._resolve_store_rows()
 
-    # -- erasure ------------------------------------------------------------------------
-
-    def erase_thread(
-        self,
-        thread_id: str,
-        *,
-        store_namespaces: Iterable[Sequence[str]] = (),
-        tombstone: bool = True,
-        allow_empty: bool = False,
-        residue_scan: ResidueScan | None = None,
-        request: RequestContext | None = None,
-        authorization: Authorization | None = None,
-    ) -> Receipt:
-        """Erase every row of the thread (3 tables, all namespaces) and its store items.
-
-        Returns the signed receipt (also written to ``archive`` if set). Raises
-        ``ErasureIncompleteError`` - and issues no receipt - if anything fails or remains;
-        ``NothingToEraseError`` (nothing deleted, no tombstone) if the scope holds no rows,
-        unless ``allow_empty``; ``ConfigurationError`` before deleting if the receipt could
-        not be archived. ``residue_scan`` is accepted for API parity: on PostgreSQL the
-        receipt records it as ``not_applicable``.
-        ``request`` (a :class:`RequestContext`) and ``authorization`` (an approver's
-        :class:`Authorization`) become the receipt's ``request``/``authorization``
-        (RECEIPT_SPEC.md 9.6); an authorization for another scope or request id, or past
-        its ``not_after`` by the saver's clock, is refused before anything is deleted
-        (``AuthorizationError``).
-        """
-        erasure = self._request(
-            thread_id, store_namespaces, tombstone, allow_empty,
-            request=request, authorization=authorization,
-        )  # fmt: skip
-        self._preflight()
-        self._prepare()
-        return self._erase_flow(erasure, self._scan(residue_scan))
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
-
-        A thread with nothing stored is a no-op (like the parent's), not an error.
-        """
-        delete_quietly(
-            lambda: self.erase_thread(
-                thread_id, store_namespaces=self._default_namespaces(thread_id)
-            ),
-            "delete_thread",
-        )
-
-    def recover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
-        """Issue the receipts of erasures that committed but never got one (see the
-        SQLite saver's ``recover_receipts``: same semantics)."""
-        self._prepare()
-        return self._recover_flow(min_age_seconds)
-
-    def pending_erasures(self) -> list[PendingErasure]:
-        """Erasures that committed but have no receipt yet, oldest first, with their age."""
+    def _ensure_journal(self) -> None:
         self._ready()
-        return self._pending_flow()
 
-    def journal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
-        """Every receipt this database's erasure journal holds (optionally of one thread)."""
-        self._ready()
-        return self._journal_receipts_flow(thread_id)
-
-    def digest_thread(
-        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
-    ) -> ThreadDigest:
-        """The measurement an erasure would take now, without deleting anything.
-
-        Read-only: it needs none of this library's tables, so it installs nothing."""
-        request = self._request(thread_id, store_namespaces, False)
-        self._resolve_store_rows()
-        return self._db(self._measure, request)
-
-    def export_leaves(
-        self,
-        thread_id: str,
-        store_namespaces: Iterable[Sequence[str]] = (),
-        *,
-        select: Select | None = None,
-    ) -> list[LeafRecord]:
-        """Legal hold: the scope's rows with their inclusion proofs (see the SQLite
-        saver's ``export_leaves``). Read-only, one REPEATABLE READ snapshot."""
-        request = self._request(thread_id, store_namespaces, False)
-        self._prepare()
-        return self._export_flow(request, select)
-
-    def reopen_thread(self, thread_id: str) -> bool:
-        """Remove the tombstone so the thread id can be written again (explicit opt-in)."""
-        self._ready()
-        return self._db(pg_backend.reopen, str(thread_id))
-
-    def is_erased(self, thread_id: str) -> bool:
-        """Whether the thread id is tombstoned (erased and not reopened)."""
-        self._ready()
-        return self._db(pg_backend.is_erased, str(thread_id))
+    def _preview(self, session: Session, request: ErasureRequest) -> ThreadDigest:
+        return self._measure(session, request)
 
 
 class AsyncAttestingPostgresSaver(
-    AsyncHistoryMethods, AsyncSubjectMethods, AsyncPostgresSaver, _PgAttesting, AsyncFlows
+    AsyncThreadMethods,
+    AsyncHistoryMethods,
+    AsyncSubjectMethods,
+    AsyncPostgresSaver,
+    _PgAttesting,
+    AsyncFlows,
 ):
     """``AsyncPostgresSaver`` whose deletions are measured, verified and signed.
 
@@ -590,83 +502,8 @@ class AsyncAttestingPostgresSaver(
         await self._aready()
         await self._resolve_store_rows_async()
 
-    # -- erasure ------------------------------------------------------------------------
-
-    async def aerase_thread(
-        self,
-        thread_id: str,
-        *,
-        store_namespaces: Iterable[Sequence[str]] = (),
-        tombstone: bool = True,
-        allow_empty: bool = False,
-        residue_scan: ResidueScan | None = None,
-        request: RequestContext | None = None,
-        authorization: Authorization | None = None,
-    ) -> Receipt:
-        """Async :meth:`AttestingPostgresSaver.erase_thread`."""
-        erasure = self._request(
-            thread_id, store_namespaces, tombstone, allow_empty,
-            request=request, authorization=authorization,
-        )  # fmt: skip
-        self._preflight()
-        await self._aprepare()
-        receipt = await self._flow(self._erase_flow, erasure, self._scan(residue_scan))
-        self._set_last(receipt)  # in this task's context (the flow ran in a copy)
-        return receipt
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Attested ``adelete_thread``: erases with ``namespaces_for(thread_id)``."""
-        try:
-            await self.aerase_thread(
-                thread_id, store_namespaces=self._default_namespaces(thread_id)
-            )
-        except NothingToEraseError as exc:
-            log.info("adelete_thread: %s", exc.message)
-
-    async def arecover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
-        """Async :meth:`AttestingPostgresSaver.recover_receipts`."""
-        await self._aprepare()
-        out = await self._flow(self._recover_flow, min_age_seconds)
-        if out:
-            self._set_last(out[-1])
-        return out
-
-    async def apending_erasures(self) -> list[PendingErasure]:
-        """Async :meth:`AttestingPostgresSaver.pending_erasures`."""
+    async def _aensure_journal(self) -> None:
         await self._aready()
-        return await self._flow(self._pending_flow)
 
-    async def ajournal_receipts(self, thread_id: str | None = None) -> list[Receipt]:
-        """Async :meth:`AttestingPostgresSaver.journal_receipts`."""
-        await self._aready()
-        return await self._flow(self._journal_receipts_flow, thread_id)
-
-    async def adigest_thread(
-        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
-    ) -> ThreadDigest:
-        """Async :meth:`AttestingPostgresSaver.digest_thread` (read-only too)."""
-        request = self._request(thread_id, store_namespaces, False)
-        await self._resolve_store_rows_async()
-        return await self._adb(self._measure, request)
-
-    async def aexport_leaves(
-        self,
-        thread_id: str,
-        store_namespaces: Iterable[Sequence[str]] = (),
-        *,
-        select: Select | None = None,
-    ) -> list[LeafRecord]:
-        """Async :meth:`AttestingPostgresSaver.export_leaves`."""
-        request = self._request(thread_id, store_namespaces, False)
-        await self._aprepare()
-        return await self._flow(self._export_flow, request, select)
-
-    async def areopen_thread(self, thread_id: str) -> bool:
-        """Async :meth:`AttestingPostgresSaver.reopen_thread`."""
-        await self._aready()
-        return bool(await self._adb(pg_backend.reopen, str(thread_id)))
-
-    async def ais_erased(self, thread_id: str) -> bool:
-        """Async :meth:`AttestingPostgresSaver.is_erased`."""
-        await self._aready()
-        return bool(await self._adb(pg_backend.is_erased, str(thread_id)))
+    def _preview(self, session: Session, request: ErasureRequest) -> ThreadDigest:
+        return self._measure(session, request)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import shutil
 import sys
@@ -24,9 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from erasure_receipts import digest
 from erasure_receipts.canonical import MAX_INPUT_BYTES, canonicalize
 from erasure_receipts.digest import MerkleTree
-from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt
+from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt, build_statement
 from erasure_receipts.signing import Signer, pae
 from receipt_factory import (
     ATTACKER,
@@ -37,6 +39,7 @@ from receipt_factory import (
     make_statement,
     receipt_doc,
     set_path,
+    statement_kwargs,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -78,6 +81,12 @@ def _resigned_raw(mutate: Callable[[dict[str, Any]], None], signer: Signer = TRU
     file carries a valid signature over the canonical bytes of the invalid statement."""
     st = make_statement()
     mutate(st)
+    return _sign_raw(st, signer)
+
+
+def _sign_raw(st: dict[str, Any], signer: Signer = TRUSTED) -> bytes:
+    """A receipt file with a valid signature over the canonical bytes of ``st``, which
+    ``Receipt.sign`` may refuse (schema violations)."""
     payload = canonicalize(st)
     sig = signer.sign(pae(DSSE_PAYLOAD_TYPE, payload))
     doc = {
@@ -335,6 +344,349 @@ def _with(mutate: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     return st
 
 
+# -- receipt kinds (RECEIPT_SPEC.md section 9) --------------------------------------------
+#
+# Real digests over real row encodings (section 4.4), so an auditor can recompute every
+# root from the rows listed here; fixed ids, times, salts and commitment key.
+
+HISTORY_ID = "7c0e5a1b-2d3f-4e5a-9b6c-7d8e9f0a1b2c"
+SUBJECT_ID = "5d2f7b3c-4e5a-4b6c-8d7e-9f0a1b2c3d4e"
+PRIVATE_SUBJECT_ID = "6e3a8c4d-5f6b-4c7d-9e8f-0a1b2c3d4e5f"
+REQUEST_SUBJECT_ID = "8f4b9d5e-6a7c-4d8e-af90-1b2c3d4e5f60"
+AUTH_SUBJECT_ID = "9a5c0e6f-7b8d-4e9f-b0a1-2c3d4e5f6071"
+
+HISTORY_THREAD = "thread-7"
+SUBJECT = "alice"
+SUBJECT_THREADS = ("alice-chat-1", "alice-chat-2")
+SUBJECT_STORE_NS = ("users", "alice")
+METADATA_KEY = "user_id"
+NEEDLES = ("alice@example.com", "+44 20 7946 0958")
+NEEDLE_SALT = bytes(range(16, 32))
+NEEDLE_FORMS = (
+    "raw", "json", "json-escaped", "json-escaped-upper", "json-nested",
+    "json-escaped-nested", "json-solidus", "unicode-nfc", "unicode-nfd",
+)  # fmt: skip
+"""engine.NEEDLE_FORMS as of this corpus (fixed here: the corpus must not drift)."""
+COMMITMENT_KEY = bytes(range(32, 64))
+"""The operator's commitment key of the privacy-mode receipts (section 9.5)."""
+DATABASE = "/var/lib/app/state.db"
+
+Row = tuple[str, bytes]  # (table, leaf data)
+
+
+def _cp_row(thread: str, ns: str, cp_id: str, n: int) -> Row:
+    blob = b"\x83\xa1v\x04\xa2id" + cp_id.encode() + b"\xa2ts\x01" * n
+    cols = (("thread_id", thread), ("checkpoint_ns", ns), ("checkpoint_id", cp_id),
+            ("parent_checkpoint_id", None), ("type", "msgpack"), ("checkpoint", blob),
+            ("metadata", b'{"source": "loop", "step": %d}' % n))  # fmt: skip
+    return "checkpoints", digest.encode_row("checkpoints", (thread, ns, cp_id), cols)
+
+
+def _write_row(thread: str, cp_id: str, task: str, idx: int, value: bytes) -> Row:
+    cols = (("thread_id", thread), ("checkpoint_ns", ""), ("checkpoint_id", cp_id),
+            ("task_id", task), ("idx", idx), ("channel", "messages"), ("type", "msgpack"),
+            ("value", value))  # fmt: skip
+    return "writes", digest.encode_row("writes", (thread, "", cp_id, task, idx), cols)
+
+
+def _store_row(prefix: str, key: str, value: bytes) -> Row:
+    cols = (("prefix", prefix), ("key", key), ("value", value),
+            ("created_at", "2026-10-01 08:00:00"), ("updated_at", "2026-10-02 08:00:00"),
+            ("expires_at", None), ("ttl_minutes", None))  # fmt: skip
+    return "store", digest.encode_row("store", (prefix, key), cols)
+
+
+def _measure(rows: list[Row], tables: tuple[str, ...]) -> dict[str, Any]:
+    """``{digest, leaves, tables}`` of ``rows`` (in order), bytes = leaf data bytes."""
+    tree = MerkleTree()
+    counts = {t: {"rows": 0, "bytes": 0} for t in tables}
+    for table, data in rows:
+        tree.append(data)
+        counts[table]["rows"] += 1
+        counts[table]["bytes"] += len(data)
+    return {"digest": {"sha256": tree.root().hex()}, "leaves": len(rows), "tables": counts}
+
+
+def _needles(key: bytes, searched: str, *, salted: bool) -> dict[str, Any]:
+    from erasure_receipts.privacy import needle_commitment
+
+    return {
+        "commitment": "hmac-sha256",
+        "salt": _b64(key) if salted else None,
+        "values": sorted({needle_commitment(key, n) for n in NEEDLES}),
+        "forms": list(NEEDLE_FORMS),
+        "searched": searched,
+        "occurrences_after": 0,
+    }
+
+
+def _check(name: str, detail: str | None = None) -> dict[str, str]:
+    return {"name": name, "result": "pass", **({"detail": detail} if detail else {})}
+
+
+def _kind_backend(database: str = DATABASE, store: str | None = None) -> dict[str, Any]:
+    return {**statement_kwargs()["backend"], "store": store, "database": database}
+
+
+def history_statement(receipt_id: str = HISTORY_ID) -> dict[str, Any]:
+    """``prune(keep_latest)`` of a thread with three root checkpoints: the two older ones
+    and their writes are removed, the latest with its pending write is kept."""
+    t = HISTORY_THREAD
+    removed = [
+        _cp_row(t, "", "1f0a8c3e-0001", 1),
+        _cp_row(t, "", "1f0a8c3e-0002", 2),
+        _write_row(t, "1f0a8c3e-0001", "task-a", 0, b"\xa5hello from alice@example.com"),
+    ]
+    kept = [
+        _cp_row(t, "", "1f0a8c3e-0003", 3),
+        _write_row(t, "1f0a8c3e-0003", "task-c", 0, b"\xa9interrupt"),
+    ]
+    tables = ("checkpoints", "writes")
+    pre, kept_state = _measure(removed, tables), _measure(kept, tables)
+    kept_state["checkpoints"] = [{"checkpoint_ns": "", "checkpoint_id": "1f0a8c3e-0003"}]
+    empty = _measure([], tables)
+    fields = {
+        **statement_kwargs(),
+        "receipt_id": receipt_id,
+        "thread_id": t,
+        "store_namespaces": [],
+        "tombstone": False,
+        "backend": _kind_backend(),
+        "pre_digest": pre["digest"]["sha256"],
+        "pre_tables": pre["tables"],
+        "post_digest": empty["digest"]["sha256"],
+        "post_tables": empty["tables"],
+        "methods": {"checkpoints": "atomic-transaction"},
+        "checks": [
+            _check("raw_rows_zero_in_transaction"),
+            _check("raw_rows_zero_after_commit"),
+            _check("api_list_no_removed", "list() returned no removed checkpoint"),
+            _check("api_get_tuple_kept", "get_tuple() loads a kept checkpoint"),
+        ],
+        "kind": "history",
+        "scope": {
+            "thread_id": t,
+            "checkpoint_namespaces": "all",
+            "store_namespaces": [],
+            "tombstone": False,
+            "keep": "latest",
+        },
+        "subject_name": f"langgraph-thread-history:{t}",
+        "extra": {
+            "kept_state": kept_state,
+            "needles": _needles(NEEDLE_SALT, "thread", salted=True),
+        },
+    }
+    return build_statement(**fields)
+
+
+def subject_statement(
+    receipt_id: str = SUBJECT_ID,
+    *,
+    privacy: bool = False,
+    commit_threads: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One data subject's two threads (one found through ``user_id`` metadata) and
+    store items, bound under one root (section 9.3). With ``privacy`` every id is a
+    commitment under ``COMMITMENT_KEY`` and the needles are keyed (9.5); with
+    ``commit_threads=False`` the thread ids are left in clear (a broken issuer)."""
+    from erasure_receipts.privacy import commit
+
+    def c(label: str, value: str) -> str:
+        if not privacy or (label == "thread" and not commit_threads):
+            return value
+        return commit(COMMITMENT_KEY, label, value)
+
+    a, b = SUBJECT_THREADS
+    prefix = ".".join(SUBJECT_STORE_NS)
+    per_unit: dict[str, tuple[list[Row], tuple[str, ...]]] = {
+        f"thread:{c('thread', a)}": ([
+            _cp_row(a, "", "1f0a8c3e-0101", 1),
+            _cp_row(a, "", "1f0a8c3e-0102", 2),
+            _write_row(a, "1f0a8c3e-0101", "task-a", 0, b"\xb1alice@example.com"),
+        ], ("checkpoints", "writes")),
+        f"thread:{c('thread', b)}": ([
+            _cp_row(b, "", "1f0a8c3e-0201", 1),
+        ], ("checkpoints", "writes")),
+        "store": ([
+            _store_row(prefix, "profile", b'{"email": "alice@example.com"}'),
+            _store_row(prefix, "prefs", b'{"lang": "en"}'),
+        ], ("store",)),
+    }  # fmt: skip
+    units = []
+    for name in sorted(per_unit):
+        rows, tables = per_unit[name]
+        units.append({"name": name, **_measure(rows, tables)})
+    root = digest.units_root(
+        (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"])) for u in units
+    )
+    pre_tables: dict[str, dict[str, int]] = {}
+    for u in units:
+        for k, t in u["tables"].items():
+            acc = pre_tables.setdefault(k, {"rows": 0, "bytes": 0})
+            acc["rows"] += t["rows"]
+            acc["bytes"] += t["bytes"]
+    subject = c("subject", SUBJECT)
+    scope: dict[str, Any] = {
+        "subject": subject,
+        "threads": sorted(c("thread", t) for t in SUBJECT_THREADS),
+        "discovery": {"metadata_key": METADATA_KEY},
+        "checkpoint_namespaces": "all",
+        "store_namespaces": (
+            [[c("store_namespace", prefix)]] if privacy else [list(SUBJECT_STORE_NS)]
+        ),
+        "tombstone": True,
+    }
+    if privacy:
+        key_id = hashlib.sha256(COMMITMENT_KEY).hexdigest()
+        scope["privacy"] = {"mode": "hmac-sha256", "key_id": key_id}
+    needles = (
+        _needles(COMMITMENT_KEY, "database", salted=False)
+        if privacy
+        else _needles(NEEDLE_SALT, "database", salted=True)
+    )
+    fields = {
+        **statement_kwargs(),
+        "receipt_id": receipt_id,
+        "thread_id": None,
+        "store_namespaces": scope["store_namespaces"],
+        "tombstone": True,
+        "backend": _kind_backend(c("database", DATABASE), "AttestingSqliteStore"),
+        "pre_digest": root.hex(),
+        "pre_tables": pre_tables,
+        "post_digest": digest.EMPTY_ROOT.hex(),
+        "post_tables": {k: {"rows": 0, "bytes": 0} for k in pre_tables},
+        "methods": {"checkpoints": "atomic-transaction", "store": "atomic-transaction"},
+        "checks": [
+            _check("raw_rows_zero_in_transaction"),
+            _check("raw_rows_zero_after_commit"),
+            _check("api_get_tuple_none"),
+            _check("api_list_empty"),
+            _check("api_store_search_empty"),
+            _check("tombstone_written"),
+        ],
+        "kind": "subject",
+        "scope": scope,
+        "subject_name": f"langgraph-subject:{subject}",
+        "extra": {"units": units, "needles": needles, **(extra or {})},
+    }
+    return build_statement(**fields)
+
+
+def subject_authorization(signer: Signer = APPROVER) -> dict[str, Any]:
+    """The approver's consent to erase ``SUBJECT``'s first thread, the threads found
+    through ``user_id`` metadata and the store namespace (section 9.6)."""
+    from erasure_receipts.request import authorize, erasure_scope
+
+    scope = erasure_scope("subject", SUBJECT, [SUBJECT_STORE_NS],
+                          threads=SUBJECT_THREADS[:1], discovery=METADATA_KEY)  # fmt: skip
+    auth = authorize(signer, request_id=REQUEST["id"], scope=scope,
+                     not_after="2026-11-30T00:00:00Z")  # fmt: skip
+    return auth.to_dict()
+
+
+def _signed(st: dict[str, Any]) -> bytes:
+    return Receipt.sign(st, TRUSTED).to_json()
+
+
+def _kind_resigned(
+    build_st: Callable[[], dict[str, Any]], mutate: Callable[[dict[str, Any]], Any]
+) -> Callable[[], bytes]:
+    """A kind statement whose predicate ``mutate`` breaks, signed by the trusted key."""
+
+    def make() -> bytes:
+        st = build_st()
+        mutate(st["predicate"])
+        return _signed(st)
+
+    return make
+
+
+def _history_without_kept_state() -> bytes:
+    st = history_statement()
+    del st["predicate"]["kept_state"]
+    return _sign_raw(st)
+
+
+def _drop_unit(p: dict[str, Any]) -> None:
+    p["units"] = [u for u in p["units"] if u["name"] != f"thread:{SUBJECT_THREADS[1]}"]
+
+
+def _thread_with_history_name(st: dict[str, Any]) -> None:
+    st["subject"][0]["name"] = "langgraph-thread-history:thread-1"
+
+
+def _kind_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    H, S = history_statement, subject_statement
+    P = _private_subject
+    return {
+        "kind_subject_unit_not_in_root": (_kind_resigned(S, lambda p: p["units"][1]["digest"]
+            .update(sha256=_nonempty_root(3))), 1, "units_mismatch",
+            "subject receipt: a thread unit's digest does not hash into the pre-state root"),
+        "kind_subject_unit_missing": (_kind_resigned(S, _drop_unit), 1, "units_mismatch",
+            "subject receipt: the unit of one of scope.threads is missing"),
+        "kind_subject_units_do_not_add_up": (_kind_resigned(S, lambda p: p["units"][0]
+            ["tables"]["store"].update(bytes=1)), 1, "units_mismatch",
+            "subject receipt: the store unit's bytes do not add up to the pre-state"),
+        "kind_subject_extra_thread": (_kind_resigned(S, lambda p: p["scope"]["threads"]
+            .append("bob-chat")), 1, "units_mismatch",
+            "subject receipt: scope.threads names a thread no unit measures"),
+        "kind_subject_needles_remain": (_kind_resigned(S, lambda p: p["needles"]
+            .update(occurrences_after=2)), 1, "needles_remain",
+            "subject receipt: status erased but needles still occur in the database"),
+        "kind_history_needles_remain": (_kind_resigned(H, lambda p: p["needles"]
+            .update(occurrences_after=1)), 1, "needles_remain",
+            "history receipt: status erased but a needle still occurs in the thread"),
+        "kind_history_kept_leaves_inconsistent": (_kind_resigned(H, lambda p: p["kept_state"]
+            .update(leaves=3)), 1, "inconsistent",
+            "history receipt: kept_state leaves != sum of its table rows"),
+        "kind_history_kept_checkpoints_inconsistent": (_kind_resigned(H, lambda p:
+            p["kept_state"]["checkpoints"].insert(0, {"checkpoint_ns": "",
+            "checkpoint_id": "1f0a8c3e-0002"})), 1, "inconsistent",
+            "history receipt: two kept checkpoints listed, one kept checkpoint row measured"),
+        "kind_history_kept_digest_empty": (_kind_resigned(H, lambda p: p["kept_state"]
+            ["digest"].update(sha256=digest.EMPTY_ROOT.hex())), 1, "inconsistent",
+            "history receipt: kept_state has rows but the empty-tree digest"),
+        "kind_history_without_kept_state": (_history_without_kept_state, 1, "schema",
+            "history receipt without kept_state, validly signed"),
+        "kind_history_subject_name_thread": (lambda: _signed(_renamed(H(),
+            f"langgraph-thread:{HISTORY_THREAD}")), 1, "subject_name_mismatch",
+            "history receipt named like a thread receipt"),
+        "kind_thread_subject_name_history": (lambda: _resigned(_thread_with_history_name), 1,
+            "subject_name_mismatch",
+            "thread receipt (no kind) whose subject name is a history receipt's"),
+        "kind_privacy_raw_thread_id": (lambda: _signed(subject_statement(PRIVATE_SUBJECT_ID,
+            privacy=True, commit_threads=False)), 1, "inconsistent",
+            "privacy-mode subject receipt naming its threads (and units) in clear"),
+        "kind_privacy_raw_subject": (_private_raw_subject, 1, "inconsistent",
+            "privacy-mode subject receipt naming its subject in clear"),
+        "kind_privacy_salted_needles": (_kind_resigned(P, lambda p: p.update(
+            needles=_needles(NEEDLE_SALT, "database", salted=True))), 1, "inconsistent",
+            "privacy-mode receipt with salted (not keyed) needles"),
+        "auth_subject_no_approver_trusted": (lambda: _signed(subject_statement(
+            AUTH_SUBJECT_ID, extra={"request": dict(REQUEST),
+            "authorization": subject_authorization()})), 1, "authorization_untrusted",
+            "subject receipt with a valid authorization, but --key trusts no approver "
+            "(verifies with a trust file that marks the approver's key role approver)"),
+    }  # fmt: skip
+
+
+def _private_subject() -> dict[str, Any]:
+    return subject_statement(PRIVATE_SUBJECT_ID, privacy=True)
+
+
+def _private_raw_subject() -> bytes:
+    st = _private_subject()
+    st["predicate"]["scope"]["subject"] = SUBJECT
+    return _signed(_renamed(st, f"langgraph-subject:{SUBJECT}"))
+
+
+def _renamed(st: dict[str, Any], name: str) -> dict[str, Any]:
+    st["subject"][0]["name"] = name
+    return st
+
+
 def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     """file stem -> (builder, exit code, reason, description)."""
     pred = "statement.predicate"
@@ -544,6 +896,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "authorization signature bit-flipped (authorization_bad_signature with a trust "
             "file naming the approver)"),
     }  # fmt: skip
+    cases.update(_kind_bad_cases())
     return cases
 
 
@@ -554,6 +907,13 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         "receipt-with-request.json": lambda: Receipt.sign(_with(with_request()), TRUSTED).to_json(),
         "receipt.dsse.json": lambda: (json.dumps(make_receipt().to_dsse(), indent=2) + "\n").encode(
             "utf-8"
+        ),
+        # Receipt kinds (section 9): each makes its own claim.
+        "history.json": lambda: _signed(history_statement()),
+        "subject.json": lambda: _signed(subject_statement()),
+        "subject-privacy.json": lambda: _signed(_private_subject()),
+        "subject-with-request.json": lambda: _signed(
+            subject_statement(REQUEST_SUBJECT_ID, extra={"request": dict(REQUEST)})
         ),
     }
 

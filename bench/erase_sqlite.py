@@ -395,7 +395,7 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
 
     rec: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     targets: list[tuple[Any, str, str]] = [
-        (digest.RowLeafHasher, "__call__", "row leaf hashing (streamed)"),
+        (digest.RowLeafHasher, "stored", "row leaf hashing (streamed)"),
         (digest.MerkleTree, "append_hash", "MerkleTree.append_hash (node hashing)"),
         (be.SqlTablePart, "measure", "SqlTablePart.measure"),
         (be.SqlTablePart, "erase", "SqlTablePart.erase"),
@@ -406,7 +406,7 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
         (engine, "measure_rows", "post-commit measure_rows"),
         (savers.AttestingSqliteSaver, "_api_checks", "_api_checks (get_tuple/list)"),
         (savers.AttestingSqliteSaver, "_sign", "_sign (sign + archive receipt)"),
-        (savers.AttestingSqliteSaver, "_backend", "_backend (SqliteBackend init)"),
+        (savers.AttestingSqliteSaver, "_new_backend", "_new_backend (SqliteBackend init)"),
         (savers.AttestingSqliteSaver, "_resolve_store_rows", "_resolve_store_rows"),
     ]
     saved = []

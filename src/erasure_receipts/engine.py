@@ -398,6 +398,38 @@ def erase_rows(
     return _after_commit(backend, request, receipt_id, issued_at, entry)
 
 
+LATE_ROUNDS = 3
+
+
+def _remove_late_writes(backend: ErasureBackend) -> Check | None:
+    """History erasure: a graph still running on the thread saves a node's writes in
+    the background, so writes for a checkpoint older than the kept one can land after
+    the commit (LangGraph does this). They belong to removed checkpoints - orphans no
+    read will ever return - and match the removed set: delete them too, measured, in
+    their own short transactions, with the same plan (never re-planned), and say so in
+    a check. They are not part of the pre-state. Store items are left alone: new store
+    items are new data, not late writes."""
+    rows, roots = 0, []
+    for _ in range(LATE_ROUNDS):
+        parts = [p for p in backend.parts() if _role(p) != "kept" and p.group == "checkpoints"]
+        with backend.read_snapshot():
+            found = sum(p.measure(lambda _h: None).rows for p in parts)
+        if not found:
+            break
+        with backend.transaction():
+            m = _measure_all(parts, erase=True)
+        rows += sum(c.rows for c in m.tables.values())
+        roots.append(m.root.hex())
+    if not rows:
+        return None
+    return {
+        "name": "late_writes_removed", "result": "pass",
+        "detail": f"{rows} row(s) written for removed checkpoints after the commit (a run "
+                  f"still saving) were deleted too; not part of the pre-state; sha256 of "
+                  f"their tree(s): {', '.join(roots)}",
+    }  # fmt: skip
+
+
 def _self_check(
     backend: ErasureBackend,
     request: ErasureRequest,
@@ -731,6 +763,8 @@ def _after_commit(
     *,
     at_recovery: bool = False,
 ) -> RowsOutcome:
+    # Late writes first, so the residue steps (WAL truncation, scan) cover them too.
+    late = _remove_late_writes(backend) if request.kind == "history" else None
     residue = backend.reduce_residue()
     scope = (entry.get("members") or {}).get("scope") or {}
     if at_recovery and "privacy" in scope:
@@ -753,6 +787,8 @@ def _after_commit(
         {"name": "raw_rows_zero_after_commit", "result": "pass",
          "detail": "post-state digest re-measured from the raw tables"},
     ]  # fmt: skip
+    if late is not None:
+        checks.append(late)
     return RowsOutcome(
         request=request,
         backend=backend,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,13 +205,35 @@ def probe(dsn: str) -> Probe:
 
 
 class _Measure:
-    """``digest`` of a LangGraph database this library never set up: measured as the
-    saver measures (same tables, rows and leaves), without installing anything (the
-    saver's own ``digest_thread`` would install its tables and triggers first)."""
+    """``digest`` and ``retention --dry-run`` of a LangGraph database this library never
+    set up: measured as the saver measures (same tables, rows and leaves), without
+    installing anything (the saver's own ``digest_thread`` would install its tables and
+    triggers first; its dry-run sweeps install nothing, so they are the saver's own, on
+    the read-only connection)."""
 
-    def __init__(self, conn: Any, has_store: bool) -> None:
+    def __init__(self, conn: Any, has_store: bool, saver: Callable[[], Any] | None = None) -> None:
         self.conn = conn
         self.has_store = has_store
+        self._new_saver = saver
+        self._saver: Any = None
+
+    def _sweeper(self, dry_run: bool) -> Any:
+        from .errors import ConfigurationError
+
+        if not dry_run or self._new_saver is None:
+            raise ConfigurationError("only a dry run is possible on a read-only connection")
+        if self._saver is None:
+            self._saver = self._new_saver()
+        return self._saver
+
+    def count_idle_threads(self, older_than: Any) -> int:
+        return int(self._sweeper(True).count_idle_threads(older_than))
+
+    def erase_idle_threads(self, older_than: Any, *, dry_run: bool = False, **kw: Any) -> Any:
+        return self._sweeper(dry_run).erase_idle_threads(older_than, dry_run=True, **kw)
+
+    def prune_histories(self, older_than: Any, *, dry_run: bool = False, **kw: Any) -> Any:
+        return self._sweeper(dry_run).prune_histories(older_than, dry_run=True, **kw)
 
     def digest_thread(self, thread_id: str, store_namespaces: list[tuple[str, ...]]) -> Any:
         from .attesting import ThreadDigest
@@ -271,7 +293,8 @@ def open_saver(
         with _mapped_errors(d.label), _database_errors(d):
             conns.append(_connect(d, read_only=read_only))
             if read_only and not found.erasure_schema:
-                yield _Measure(conns[0], found.has_store)
+                sweeper = lambda: saver_cls(conns[0], signer=signer, archive=None)  # noqa: E731
+                yield _Measure(conns[0], found.has_store, sweeper)
                 return
             if recovering and not found.journal:
                 yield _NoJournal()

@@ -101,8 +101,10 @@ class SweepEvent(NamedTuple):
     thread_id: str
     outcome: str
     """``erased`` / ``pruned`` (a receipt was issued; ``would_*`` in a dry run), or why
-    it was skipped: ``nothing_to_remove``, ``became_active``, ``undated``,
-    ``delta_channel``, ``failed``."""
+    it was skipped: ``nothing_to_remove``, ``became_active`` (a newer checkpoint),
+    ``active`` (a run, e.g. a resume, may be going on: see ``run_in_flight`` of the
+    backends), ``invalid_id`` (``""`` or not valid text: no request can name it),
+    ``undated``, ``delta_channel``, ``failed``."""
     rows: int = 0
     bytes: int = 0
     receipt_id: str | None = None
@@ -165,10 +167,28 @@ Guard = Callable[[Any], None]
 
 
 class _BecameActive(Exception):
-    def __init__(self, thread_id: str, latest: str) -> None:
-        super().__init__(
-            f"thread {thread_id!r} has a checkpoint newer than the cutoff ({latest}); skipped"
-        )
+    def __init__(self, thread_id: str, latest: str | None, reason: str = "became_active") -> None:
+        self.reason = reason
+        if reason == "active":
+            super().__init__(f"thread {thread_id!r} may be running (a resume or a step in "
+                             "progress under its latest checkpoint); skipped")  # fmt: skip
+        else:
+            super().__init__(
+                f"thread {thread_id!r} has a checkpoint newer than the cutoff ({latest}); skipped"
+            )
+
+
+def _valid_thread_id(thread_id: str) -> bool:
+    """Whether a request can name the thread: not ``""`` (LangGraph accepts it, a
+    request does not), and valid text (the SQLite backend returns an id stored as
+    invalid UTF-8 with lone surrogates)."""
+    if not thread_id:
+        return False
+    try:
+        thread_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
@@ -489,14 +509,21 @@ class HistoryFlows(Attesting):
             # loads (also what a pruned thread looks like on a re-run).
             result._skip("nothing_to_remove")
             return SweepEvent(tid, "nothing_to_remove", latest=latest)
-        if mode == "history":
-            request = self._history_request(tid, "latest", (), (), context)
-        else:
-            base = self._request(tid, (), tombstone)
-            request = self._with_context(base, context, None)
+        if not _valid_thread_id(tid):
+            result._skip("invalid_id")
+            log.warning("retention sweep: thread id %r cannot be erased by id; skipped", tid)
+            return SweepEvent(tid, "invalid_id", latest=latest)
         done = "pruned" if mode == "history" else "erased"
         try:
+            if mode == "history":
+                request = self._history_request(tid, "latest", (), (), context)
+            else:
+                base = self._request(tid, (), tombstone)
+                request = self._with_context(base, context, None)
             if dry_run:
+                if self._db(self._journal.run_in_flight, tid):
+                    result._skip("active")
+                    return SweepEvent(tid, "active", latest=latest)
                 tables = self._db(self._measure, request).tables
                 rows = sum(c.rows for c in tables.values())
                 nbytes = sum(c.bytes for c in tables.values())
@@ -514,9 +541,10 @@ class HistoryFlows(Attesting):
             result._skip("delta_channel")
             return SweepEvent(tid, "delta_channel", latest=latest)
         except Error as exc:
-            if _cause(exc, _BecameActive) is not None:
-                result._skip("became_active")
-                return SweepEvent(tid, "became_active", latest=latest)
+            active = _cause(exc, _BecameActive)
+            if isinstance(active, _BecameActive):
+                result._skip(active.reason)
+                return SweepEvent(tid, active.reason, latest=latest)
             result._fail(tid, exc.message)
             log.warning("retention sweep: thread %r failed: %s", tid, exc.message)
             return SweepEvent(tid, "failed", latest=latest)
@@ -533,6 +561,8 @@ class HistoryFlows(Attesting):
             latest = self._journal.latest_checkpoint(handle, thread_id)
             if latest is not None and latest >= before:
                 raise _BecameActive(thread_id, latest)
+            if self._journal.run_in_flight(handle, thread_id):
+                raise _BecameActive(thread_id, latest, "active")
 
         return check
 

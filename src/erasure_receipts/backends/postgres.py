@@ -71,6 +71,7 @@ __all__ = [
     "record_statement",
     "redact_journal",
     "reopen",
+    "run_in_flight",
     "server_identity",
     "threads_by_metadata",
 ]
@@ -1190,3 +1191,12 @@ def latest_checkpoint(session: Session, thread_id: str) -> str | None:
     rows = session.query("SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s",
                          (thread_id,))  # fmt: skip
     return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+
+def run_in_flight(session: Session, thread_id: str) -> bool:
+    """Whether a run may be going on in the thread (see the SQLite backend's
+    ``run_in_flight``)."""
+    from .sqlite import RUN_IN_FLIGHT
+
+    sql = RUN_IN_FLIGHT.format(writes="checkpoint_writes", p="%s")
+    return bool(session.query(sql, (thread_id,)))

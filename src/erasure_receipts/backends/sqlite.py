@@ -47,6 +47,7 @@ __all__ = [
     "record_statement",
     "redact_journal",
     "reopen",
+    "run_in_flight",
     "scrub",
     "threads_by_metadata",
 ]
@@ -865,15 +866,28 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
     return k
 
 
+def _id_errors(enc: str) -> str:
+    """How ids that are not valid text in the database's encoding are decoded, so that
+    they round-trip to the same bytes (a thread id written by another writer, e.g.
+    ``CAST(X'74ff00' AS TEXT)``): the result holds lone surrogates, which a sweep
+    recognises and skips."""
+    return "surrogateescape" if enc == "utf-8" else "surrogatepass"
+
+
 def idle_threads(
     conn: sqlite3.Connection, before: str, after: str | None, limit: int
 ) -> list[tuple[str, str, int, int]]:
     """One page of retention candidates, in thread-id order after ``after``: threads whose
     latest checkpoint id (over every namespace) sorts before ``before`` - or is not a
     uuid6, so its time is unknown - as ``(thread_id, latest checkpoint id, checkpoints,
-    namespaces)``. Reads only the ``checkpoints`` primary-key index, never a value."""
+    namespaces)``. Reads only the ``checkpoints`` primary-key index, never a value. An id
+    that is not valid text is returned with lone surrogates (see ``_id_errors``), and
+    ``after`` may be such an id: it is compared as the stored bytes."""
     enc = text_encoding(conn)
-    cond, params = ("WHERE thread_id > ?", [after]) if after is not None else ("", [])
+    errors = _id_errors(enc)
+    cond, params = "", []
+    if after is not None:
+        cond, params = "WHERE thread_id > CAST(? AS TEXT)", [after.encode(enc, errors)]
     rows = conn.execute(
         "SELECT CAST(thread_id AS BLOB), CAST(max(checkpoint_id) AS BLOB), count(*), "
         f"count(DISTINCT checkpoint_ns) FROM checkpoints {cond} GROUP BY thread_id "
@@ -883,7 +897,10 @@ def idle_threads(
     ).fetchall()
     if conn.in_transaction:
         conn.commit()  # end an implicit read transaction (legacy isolation modes)
-    return [(bytes(t).decode(enc), bytes(m).decode(enc), int(n), int(k)) for t, m, n, k in rows]
+    return [
+        (bytes(t).decode(enc, errors), bytes(m).decode(enc, errors), int(n), int(k))
+        for t, m, n, k in rows
+    ]
 
 
 def latest_checkpoint(conn: sqlite3.Connection, thread_id: str) -> str | None:
@@ -893,4 +910,34 @@ def latest_checkpoint(conn: sqlite3.Connection, thread_id: str) -> str | None:
         "SELECT CAST(max(checkpoint_id) AS BLOB) FROM checkpoints WHERE thread_id = ?",
         (thread_id,),
     ).fetchone()
-    return None if row is None or row[0] is None else bytes(row[0]).decode(text_encoding(conn))
+    if row is None or row[0] is None:
+        return None
+    enc = text_encoding(conn)
+    return bytes(row[0]).decode(enc, _id_errors(enc))
+
+
+RUN_IN_FLIGHT = """
+SELECT 1 FROM checkpoints c JOIN {writes} w ON w.thread_id = c.thread_id
+  AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id
+WHERE c.thread_id = {p} AND c.checkpoint_id = (
+    SELECT max(c2.checkpoint_id) FROM checkpoints c2
+    WHERE c2.thread_id = c.thread_id AND c2.checkpoint_ns = c.checkpoint_ns)
+  AND (w.channel = '__resume__' OR NOT EXISTS (
+    SELECT 1 FROM {writes} w2 WHERE w2.thread_id = w.thread_id
+      AND w2.checkpoint_ns = w.checkpoint_ns AND w2.checkpoint_id = w.checkpoint_id
+      AND w2.task_id = w.task_id AND w2.channel IN ('__interrupt__', '__error__')))
+LIMIT 1
+"""
+"""A run is (or may be) going on in the thread: the latest checkpoint of one of its
+namespaces has a ``__resume__`` write (``Command(resume=...)`` writes it under the
+interrupted checkpoint; the next checkpoint exists only once the node finishes), or a
+write of a task that neither interrupted nor failed (a task finished, its step not yet
+checkpointed). Writes cannot be dated, so a thread left in such a state is skipped too.
+Shared with the PostgreSQL backend (``{writes}``, ``{p}``)."""
+
+
+def run_in_flight(conn: sqlite3.Connection, thread_id: str) -> bool:
+    """Whether a run may be going on in the thread (``RUN_IN_FLIGHT``): a retention
+    sweep must not erase it as idle, although its latest checkpoint is old."""
+    sql = RUN_IN_FLIGHT.format(writes="writes", p="?")
+    return conn.execute(sql, (thread_id,)).fetchone() is not None

@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from langgraph.store.base import BaseStore
 
 from . import __version__
-from .backends.store import PAGE_SIZE
+from .backends.store import PAGE_SIZE, acount_items, count_items
 from .engine import (
     ErasureBackend,
     ErasureRequest,
@@ -219,8 +219,20 @@ class Attesting:
         raise NotImplementedError
 
     def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        """Read the scope back through the public API (``API_CHECK`` is set)."""
-        raise NotImplementedError
+        """Read the scope back through the public API (``API_CHECK`` is set): every
+        namespace's ``get_tuple``, ``list`` and the store's paginated ``search``."""
+        saver: Any = self  # a LangGraph saver: get_tuple and list come from its class
+        found = listed = 0
+        for tid in request.all_threads:
+            for ns in namespaces | {""}:
+                if saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}):
+                    found += 1
+            listed += sum(1 for _ in saver.list({"configurable": {"thread_id": tid}}))
+        stored = None
+        if request.store_namespaces:
+            assert self.store is not None
+            stored = count_items(self.store, request.store_namespaces)
+        return found, listed, stored
 
     def _prepare(self) -> None:
         """Before an erasure: set up (the library's tables) and find where the store is."""
@@ -565,7 +577,22 @@ class AsyncFlows(Attesting):
         raise NotImplementedError
 
     async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        raise NotImplementedError
+        """Async :meth:`Attesting._api_counts` (``aget_tuple``, ``alist``, ``asearch``)."""
+        saver: Any = self
+        found = listed = 0
+        for tid in request.all_threads:
+            for ns in namespaces | {""}:
+                if await saver.aget_tuple(
+                    {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+                ):
+                    found += 1
+            async for _ in saver.alist({"configurable": {"thread_id": tid}}):
+                listed += 1
+        stored = None
+        if request.store_namespaces:
+            assert self.store is not None
+            stored = await acount_items(self.store, request.store_namespaces)
+        return found, listed, stored
 
     async def _aprepare(self) -> None:
         raise NotImplementedError

@@ -42,7 +42,6 @@ from psycopg.rows import dict_row
 from . import __version__
 from .attesting import (
     API_CHECK,
-    ApiCounts,
     AsyncFlows,
     Attesting,
     NamespacesFor,
@@ -61,7 +60,7 @@ from .backends.postgres import (
     schema_installed,
     server_identity,
 )
-from .backends.store import StoreSweepPart, acount_items, count_items
+from .backends.store import StoreSweepPart
 from .engine import ErasureRequest, Part
 from .errors import ErasureIncompleteError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
@@ -292,21 +291,6 @@ class AttestingPostgresSaver(
         with self._session() as s:
             return fn(s, *args)
 
-    def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        found = listed = 0
-        for tid in request.all_threads:
-            found += sum(
-                1
-                for ns in namespaces | {""}
-                if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
-            )
-            listed += sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
-        stored = None
-        if request.store_namespaces:
-            assert self.store is not None
-            stored = count_items(self.store, request.store_namespaces)
-        return found, listed, stored
-
     def _resolve_store_rows(self) -> None:
         from langgraph.store.postgres import PostgresStore
 
@@ -467,21 +451,6 @@ class AsyncAttestingPostgresSaver(
             await super().aput_writes(config, writes, task_id, task_path)
 
     # -- the hooks of the shared flows ---------------------------------------------------
-
-    async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        found = listed = 0
-        for tid in request.all_threads:
-            for ns in namespaces | {""}:
-                config: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
-                if await self.aget_tuple(config):
-                    found += 1
-            async for _ in self.alist({"configurable": {"thread_id": tid}}):
-                listed += 1
-        stored = None
-        if request.store_namespaces:
-            assert self.store is not None
-            stored = await acount_items(self.store, request.store_namespaces)
-        return found, listed, stored
 
     async def _resolve_store_rows_async(self) -> None:
         from langgraph.store.postgres.aio import AsyncPostgresStore

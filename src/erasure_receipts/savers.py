@@ -36,7 +36,6 @@ from langgraph.store.base import BaseStore
 from . import __version__
 from .attesting import (
     API_CHECK,
-    ApiCounts,
     AsyncFlows,
     Attesting,
     NamespacesFor,
@@ -53,7 +52,7 @@ from .backends.sqlite import (
     is_tombstone_error,
     scrub,
 )
-from .backends.store import StoreSweepPart, acount_items, count_items
+from .backends.store import StoreSweepPart
 from .engine import ErasureRequest, Part
 from .errors import NotALangGraphDatabaseError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
@@ -296,21 +295,6 @@ class AttestingSqliteSaver(
         with self.lock, self._store_lock():
             return fn(self.conn, *args)
 
-    def _api_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        found = listed = 0
-        for tid in request.all_threads:
-            found += sum(
-                1
-                for ns in namespaces | {""}
-                if self.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns}})
-            )
-            listed += sum(1 for _ in self.list({"configurable": {"thread_id": tid}}))
-        stored = None
-        if request.store_namespaces:
-            assert self.store is not None
-            stored = count_items(self.store, request.store_namespaces)
-        return found, listed, stored
-
     def _resolve_store_rows(self) -> None:
         from langgraph.store.sqlite import SqliteStore
 
@@ -467,21 +451,6 @@ class AsyncAttestingSqliteSaver(
         async with self.lock:
             result: T = await self._run(fn, self.conn._conn, *args)
         return result
-
-    async def _aapi_counts(self, request: ErasureRequest, namespaces: set[str]) -> ApiCounts:
-        found = listed = 0
-        for tid in request.all_threads:
-            for ns in namespaces | {""}:
-                config: RunnableConfig = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
-                if await self.aget_tuple(config):
-                    found += 1
-            async for _ in self.alist({"configurable": {"thread_id": tid}}):
-                listed += 1
-        stored = None
-        if request.store_namespaces:
-            assert self.store is not None
-            stored = await acount_items(self.store, request.store_namespaces)
-        return found, listed, stored
 
     async def _resolve_store_rows_async(self) -> None:
         from langgraph.store.sqlite import SqliteStore

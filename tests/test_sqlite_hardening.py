@@ -688,3 +688,35 @@ def test_naive_clock_is_utc_not_local_time(tmp_path: Path, signer: Signer, monke
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_store_item_written_after_the_commit_is_named_and_recoverable(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph still running writes memory into the erased namespace right after the
+    commit: no receipt may claim the namespace empty, the error says what happened, and
+    once the new item is gone the receipt is recovered."""
+    from erasure_receipts.backends import sqlite as sqlite_backend
+
+    store = InMemoryStore()
+    store.put(NS, "k", {"v": 1})
+    with AttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "a.db"), signer=signer, store=store
+    ) as s:
+        put(s, "t", 0, "x")
+        real = sqlite_backend.SqliteBackend.reduce_residue
+
+        def memory_written_after_commit(self: Any) -> Any:
+            store.put(NS, "late", {"v": 2})
+            return real(self)
+
+        monkeypatch.setattr(sqlite_backend.SqliteBackend, "reduce_residue",
+                            memory_written_after_commit)  # fmt: skip
+        with pytest.raises(ErasureIncompleteError, match="written after the commit"):
+            s.erase_thread("t", store_namespaces=[NS])
+        monkeypatch.undo()
+        assert raw_rows(tmp_path / "a.db", "checkpoints", "thread_id = ?", ("t",)) == []
+        store.delete(NS, "late")
+        [r] = s.recover_receipts(min_age_seconds=0)
+    assert r.predicate["pre_state"]["tables"]["store"]["rows"] == 1
+    assert verify_receipt(r.to_json(), [signer.public_key])

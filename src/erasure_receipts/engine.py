@@ -773,8 +773,17 @@ def _after_commit(
     post_root, post_tables = measure_rows(backend)
     left = {t: c.rows for t, c in post_tables.items() if c.rows}
     if left:
+        store_tables = {p.table for p in backend.parts() if p.group == "store"}
+        why = (
+            "; the transaction had emptied them, so these items were written after the "
+            "commit (a graph still running on the thread writes memory: stop it, or use "
+            "refuse_erased_reads=True); the erasure committed - remove them (or erase "
+            "again) and call recover_receipts()"
+            if set(left) <= store_tables
+            else ""
+        )
         raise ErasureIncompleteError(
-            f"rows of {request.label} present after commit: {left}", remaining=left
+            f"rows of {request.label} present after commit: {left}{why}", remaining=left
         )
     # A recovery measures later than the commit and says so: nothing is claimed about
     # the moment right after a commit that nobody measured.

@@ -402,7 +402,7 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
         (be.SqlTablePart, "remaining", "SqlTablePart.remaining"),
         (be.SqliteBackend, "write_tombstone", "write_tombstone"),
         (be.SqliteBackend, "reduce_residue", "reduce_residue"),
-        (engine, "_measure_all", "_measure_all"),
+        (engine, "measure_parts", "measure_parts"),
         (engine, "measure_rows", "post-commit measure_rows"),
         (savers.AttestingSqliteSaver, "_api_checks", "_api_checks (get_tuple/list)"),
         (savers.AttestingSqliteSaver, "_sign", "_sign (sign + archive receipt)"),

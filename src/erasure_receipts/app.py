@@ -273,20 +273,15 @@ def _check_out(out: Path) -> None:
 
 
 def _check_archive(archive: Path) -> None:
-    """Refuse, before anything is deleted, an archive directory receipts cannot go to."""
-    import tempfile
+    """Refuse, before anything is deleted, an archive directory receipts cannot go to
+    (the savers' own preflight, reported as a CLI I/O error)."""
+    from .attesting import check_archive
+    from .errors import ConfigurationError
 
-    shown = _display(str(archive))
-    if archive.exists() and not archive.is_dir():
-        _die(f"--archive {shown} exists and is not a directory", EXIT_IO, reason="unwritable")
     try:
-        archive.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".receipt-probe.", dir=archive)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        _die(f"--archive {shown} is not writable: {exc.strerror or exc}", EXIT_IO,
-             reason="unwritable")  # fmt: skip
+        check_archive(archive)
+    except ConfigurationError as exc:
+        _die(f"--{exc.message}", EXIT_IO, reason="unwritable")
 
 
 @app.command(

@@ -25,7 +25,7 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,12 +50,14 @@ __all__ = [
     "Check",
     "ErasureBackend",
     "ErasureRequest",
+    "GuardedBackend",
     "Part",
     "RowsOutcome",
     "TableCount",
     "erase_rows",
     "export_leaves",
     "final_statement",
+    "measure_parts",
     "measure_rows",
     "preflight",
     "request_from_journal",
@@ -155,6 +157,57 @@ class ErasureBackend(Protocol):
     def reduce_residue(self) -> list[dict[str, Any]]:
         """After commit: scrub what the engine can (never raises; reports outcomes)."""
         ...
+
+
+class GuardedBackend:
+    """A saver's backend with a check run first inside its erasure transaction, under
+    the write lock (a sweep re-checks that a thread is still idle, a subject erasure
+    that its thread list is complete). Everything else is the inner backend's;
+    subclasses override what they add."""
+
+    def __init__(self, inner: Any, guard: Callable[[], None] | None) -> None:
+        self.inner = inner
+        self.kind: str = inner.kind
+        self.saver: str = inner.saver
+        self.store: str | None = inner.store
+        self.database: str = inner.database
+        self.versions: dict[str, str] = inner.versions
+        self._guard = guard
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def parts(self) -> Sequence[Part]:
+        """The inner backend's parts."""
+        return self.inner.parts()  # type: ignore[no-any-return]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The inner transaction, with the guard run first inside it."""
+        with self.inner.transaction():
+            if self._guard is not None:
+                self._guard()
+            yield
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """The inner backend's read view."""
+        return self.inner.read_snapshot()  # type: ignore[no-any-return]
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """The inner backend's tombstone."""
+        self.inner.write_tombstone(receipt_id, erased_at)
+
+    def previous_erasure(self) -> str | None:
+        """The inner backend's earlier erasure, if any."""
+        return self.inner.previous_erasure()  # type: ignore[no-any-return]
+
+    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+        """The inner backend's journal entry."""
+        self.inner.write_journal(receipt_id, issued_at, entry)
+
+    def reduce_residue(self) -> list[dict[str, Any]]:
+        """The inner backend's residue steps."""
+        return self.inner.reduce_residue()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -269,7 +322,7 @@ def _add(total: dict[str, TableCount], table: str, c: TableCount) -> None:
     t.bytes += c.bytes
 
 
-def _measure_all(parts: Sequence[Part], erase: bool) -> Measurement:
+def measure_parts(parts: Sequence[Part], erase: bool) -> Measurement:
     """Measure every part (deleting the removed ones when ``erase``), all before any
     deferred delete runs. Removed parts form one tree in table order - or, when they
     carry units, one tree per unit and a root over the units (RECEIPT_SPEC.md 9.3).
@@ -306,7 +359,7 @@ def _measure_all(parts: Sequence[Part], erase: bool) -> Measurement:
 def measure_rows(backend: ErasureBackend) -> tuple[str, dict[str, TableCount]]:
     """The pre-deletion digest a real erasure would compute now (nothing is deleted)."""
     with backend.read_snapshot():
-        m = _measure_all(backend.parts(), erase=False)
+        m = measure_parts(backend.parts(), erase=False)
     return m.root.hex(), m.tables
 
 
@@ -340,7 +393,7 @@ def erase_rows(
                 from .request import Authorization
 
                 Authorization.from_obj(request.authorization).check_time(issued_at)
-            m = _measure_all(parts, erase=True)
+            m = measure_parts(parts, erase=True)
             if not request.allow_empty and not any(t.rows for t in m.tables.values()):
                 # Nothing was deleted; the rollback also drops no tombstone for a typo.
                 previous = backend.previous_erasure() if request.kind == "thread" else None
@@ -417,7 +470,7 @@ def _remove_late_writes(backend: ErasureBackend) -> Check | None:
         if not found:
             break
         with backend.transaction():
-            m = _measure_all(parts, erase=True)
+            m = measure_parts(parts, erase=True)
         rows += sum(c.rows for c in m.tables.values())
         roots.append(m.root.hex())
     if not rows:

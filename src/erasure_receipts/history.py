@@ -26,8 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from . import __version__
 from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueScan
 from .backends.keep_latest import DeltaChannelError, KeepLatest
-from .engine import ErasureRequest, RowsOutcome, erase_rows, format_time
+from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
 from .receipt import Receipt
 
@@ -200,47 +199,6 @@ def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | Non
     return None
 
 
-class _Guarded:
-    """The saver's backend, with a check run first inside its transaction (a retention
-    sweep re-checks, under the write lock, that the thread is still idle)."""
-
-    def __init__(self, inner: Any, guard: Callable[[], None]) -> None:
-        self.inner = inner
-        self.kind: str = inner.kind
-        self.saver: str = inner.saver
-        self.store: str | None = inner.store
-        self.database: str = inner.database
-        self.versions: dict[str, str] = inner.versions
-        self._guard = guard
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def parts(self) -> Any:
-        return self.inner.parts()
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with self.inner.transaction():
-            self._guard()
-            yield
-
-    def read_snapshot(self) -> Any:
-        return self.inner.read_snapshot()
-
-    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
-        self.inner.write_tombstone(receipt_id, erased_at)
-
-    def previous_erasure(self) -> str | None:
-        return self.inner.previous_erasure()  # type: ignore[no-any-return]
-
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
-        self.inner.write_journal(receipt_id, issued_at, entry)
-
-    def reduce_residue(self) -> list[dict[str, Any]]:
-        return self.inner.reduce_residue()  # type: ignore[no-any-return]
-
-
 def _needles(needles: Iterable[str]) -> tuple[str, ...]:
     if isinstance(needles, str):
         raise TypeError("needles= is a list of strings, not one string")
@@ -340,7 +298,7 @@ class HistoryFlows(Attesting):
         for attempt in range(1, MAX_ATTEMPTS + 1):
             backend = self._new_backend(handle, request, residue_scan)
             if guard is not None:
-                backend = _Guarded(backend, lambda: guard(handle))
+                backend = GuardedBackend(backend, lambda: guard(handle))
             try:
                 outcome = erase_rows(backend, request, generator_version=__version__, **clock)
             except ErasureIncompleteError as exc:

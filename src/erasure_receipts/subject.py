@@ -31,7 +31,6 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -43,11 +42,12 @@ from .backends.store import PAGE_SIZE
 from .digest import EMPTY_ROOT, units_root
 from .engine import (
     ErasureRequest,
+    GuardedBackend,
     NeedlesFoundError,
     TableCount,
-    _measure_all,
     format_time,
     iter_pages,
+    measure_parts,
     named_needle_forms,
 )
 from .errors import ConfigurationError, ErasureIncompleteError, NothingToEraseError
@@ -306,7 +306,7 @@ def _grown(exc: BaseException) -> list[str] | None:
     return None
 
 
-class _SubjectBackend:
+class _SubjectBackend(GuardedBackend):
     """The engine backend of one subject erasure: the saver's own backend, plus what
     only a subject erasure adds - the scope re-checked under the write lock, the store
     outside the database in a database-wide needle search, and (privacy mode) residue
@@ -320,40 +320,9 @@ class _SubjectBackend:
         store_search: Callable[[Sequence[bytes]], list[dict[str, Any]]] | None,
         conceal: CommitmentKey | None,
     ) -> None:
-        self.inner = inner
-        self.kind: str = inner.kind
-        self.saver: str = inner.saver
-        self.store: str | None = inner.store
-        self.database: str = inner.database
-        self.versions: dict[str, str] = inner.versions
-        self._recheck = recheck
+        super().__init__(inner, recheck)
         self._store_search = store_search
         self._conceal = conceal
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def parts(self) -> Any:
-        return self.inner.parts()
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with self.inner.transaction():
-            if self._recheck is not None:
-                self._recheck()
-            yield
-
-    def read_snapshot(self) -> Any:
-        return self.inner.read_snapshot()
-
-    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
-        self.inner.write_tombstone(receipt_id, erased_at)
-
-    def previous_erasure(self) -> str | None:
-        return self.inner.previous_erasure()  # type: ignore[no-any-return]
-
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
-        self.inner.write_journal(receipt_id, issued_at, entry)
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
@@ -555,7 +524,7 @@ class SubjectFlows(Attesting):
             request = self._subject_request(handle, spec)
             backend = self._new_backend(handle, request, False)
             with backend.read_snapshot():
-                return request, _measure_all(backend.parts(), erase=False)
+                return request, measure_parts(backend.parts(), erase=False)
 
         request, m = self._db(run)
         key = spec.privacy

@@ -23,7 +23,7 @@ from typing import Any
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
-from .sqlite_residue import Needles, residue_scan
+from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
@@ -219,14 +219,7 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
                     "detail": {"journal_mode": mode, **where}})  # fmt: skip
         return out
     try:
-        # TRUNCATE waits (busy handler) for readers of older snapshots; cap that wait
-        # so one long reader delays an erasure by a bounded time, then report it.
-        timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-        conn.execute(f"PRAGMA busy_timeout = {min(timeout, CHECKPOINT_WAIT_MS)}")
-        try:
-            busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {timeout}")
+        busy, log, done, waited = bounded_checkpoint(conn, CHECKPOINT_WAIT_MS)
     except sqlite3.Error as exc:
         out.append({"action": action, "status": "failed",
                     "detail": {"mode": "TRUNCATE", "error": str(exc)[:200], **where}})  # fmt: skip
@@ -240,7 +233,7 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
         "log_frames": max(int(log), 0),
         "checkpointed_frames": max(int(done), 0),
         "wal_bytes_after": wal_bytes,
-        "reader_wait_ms": min(timeout, CHECKPOINT_WAIT_MS),
+        "reader_wait_ms": waited,
         **where,
     }
     out.append({"action": action, "status": "applied" if ok else "partial", "detail": detail})

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["WINDOW", "Needles", "dead_space", "residue_scan"]
+__all__ = ["WINDOW", "Needles", "bounded_checkpoint", "dead_space", "residue_scan"]
 
 WINDOW = 32
 """Needle length. Long enough that a match is not chance; short enough for partial copies."""
@@ -314,14 +314,22 @@ SETTLE_WAIT_MS = 1000
 """Longest wait for readers of older snapshots, per checkpoint attempt."""
 
 
-def _checkpoint(conn: sqlite3.Connection) -> int:
-    """``wal_checkpoint(TRUNCATE)`` waiting at most ``SETTLE_WAIT_MS``; returns busy."""
+def bounded_checkpoint(conn: sqlite3.Connection, wait_ms: int) -> tuple[int, int, int, int]:
+    """``wal_checkpoint(TRUNCATE)`` waiting at most ``wait_ms`` for readers of older
+    snapshots (the busy handler), so one long reader delays an erasure by a bounded
+    time. Returns ``(busy, log_frames, checkpointed_frames, waited_ms)``."""
     timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
-    conn.execute(f"PRAGMA busy_timeout = {min(timeout, SETTLE_WAIT_MS)}")
+    waited = min(timeout, wait_ms)
+    conn.execute(f"PRAGMA busy_timeout = {waited}")
     try:
-        return int(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+        busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:
         conn.execute(f"PRAGMA busy_timeout = {timeout}")
+    return int(busy), int(log), int(done), waited
+
+
+def _checkpoint(conn: sqlite3.Connection) -> int:
+    return bounded_checkpoint(conn, SETTLE_WAIT_MS)[0]
 
 
 class _Unsettled(Exception):

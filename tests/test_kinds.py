@@ -290,3 +290,15 @@ def test_privacy_mode_forbids_salted_needles_and_clear_residue_paths() -> None:
     ):
         with pytest.raises(ReceiptSemanticsError, match="in clear"):
             verify_receipt(resign(st, mutate), [TRUSTED.public_key])
+
+
+def test_the_fast_batch_check_takes_thread_receipts_with_a_kind() -> None:
+    """Batch verification's one-pass check covers the receipts the library issues for
+    threads (kind "thread"); any other kind falls back to the full validator."""
+    from erasure_receipts.receipt import statement_is_valid, validate_statement
+
+    st = json.loads(json.dumps(statement("thread")))
+    assert statement_is_valid(st) and validate_statement(st)
+    for kind in ("history", "subject", "nonsense"):
+        assert not statement_is_valid({**st, "predicate": {**st["predicate"], "kind": kind}})
+    assert statement_is_valid(statement("history")) is False

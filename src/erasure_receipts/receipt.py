@@ -230,6 +230,7 @@ _K_PREDICATE = frozenset(
         "post_state", "methods", "checks", "residue", "out_of_scope", "generator",
     )
 )  # fmt: skip
+_K_PREDICATE_THREAD = _K_PREDICATE | {"kind"}
 _K_PREDICATE_OPT = frozenset(("kind", "kept_state", "units", "needles", "request", "authorization"))
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
 _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
@@ -557,7 +558,12 @@ def statement_is_valid(st: Any) -> bool:
     if not _s(sub["name"], MAX_THREAD_ID + 64) or not _digest_ok(sub["digest"]):
         return False
     p = st["predicate"]
-    if type(p) is not dict or p.keys() != _K_PREDICATE:
+    if type(p) is not dict:
+        return False
+    keys = p.keys()
+    # The receipts this library issues for threads carry kind "thread"; other kinds and
+    # optional members take the full validator.
+    if keys != _K_PREDICATE and not (keys == _K_PREDICATE_THREAD and p["kind"] == "thread"):
         return False
     v = p["receipt_id"]
     if type(v) is not str or not is_uuid(v):

@@ -643,7 +643,9 @@ class SubjectMethods(SubjectFlows):
         refuses the erasure with ``NeedlesFoundError`` naming every location, and
         nothing is deleted. ``privacy="commitments"`` with a ``commitment_key``
         (``CommitmentKey`` or key file) puts only HMAC commitments of the subject,
-        thread ids, namespaces, needles and database path into the receipt.
+        thread ids, namespaces, needles and database path into the receipt, and into
+        the erasure journal, errors and log lines (the journal seals the raw request
+        for recovery with the key; see ``recover_receipts(commitment_key=)``).
 
         Raises ``NothingToEraseError`` if no thread is found or the scope holds no rows
         (unless ``allow_empty``), ``ErasureIncompleteError`` if anything fails or

@@ -158,10 +158,12 @@ def test_sqlite_journal_bytes_hold_no_raw_id(
     assert key.commit("subject", SUBJECT).encode() in in_main + in_wal  # found its rows
     assert_clean(in_main, raw_values(), "the journal's pages in the main file")
     assert_clean(in_wal, raw_values(), "the journal's WAL frames")
-    # The journal row as SQL sees it: commitments and a sealed request only.
+    # The journal row as SQL sees it: commitments only; the sealed request recovery
+    # would have needed is gone once the statement is journaled.
     [(tid, entry)] = sqlite3.connect(app).execute("SELECT thread_id, entry FROM erasure_journal")
     assert tid == key.commit("subject", SUBJECT)
-    assert json.loads(entry)["sealed"]["key_id"] == key.key_id
+    assert "sealed" not in json.loads(entry)
+    assert json.loads(entry)["thread_id"] == tid
 
 
 def test_sqlite_crashed_privacy_erasure_is_recovered_with_its_key(
@@ -178,6 +180,8 @@ def test_sqlite_crashed_privacy_erasure_is_recovered_with_its_key(
         assert_clean(str(crashed.value).encode(), raw_values(), "the error")
         in_main, in_wal = sqlite_journal_bytes(app)
         assert_clean(in_main + in_wal, raw_values(), "the journal after the crash")
+        [(entry,)] = sqlite3.connect(app).execute("SELECT entry FROM erasure_journal")
+        assert json.loads(entry)["sealed"]["key_id"] == key.key_id
     # A new process: the saver does not hold the key; the entry stays open, named by its
     # commitment only, until recovery gets the key.
     key_file = tmp_path / "commitment.key"
@@ -203,8 +207,11 @@ def test_sqlite_crashed_privacy_erasure_is_recovered_with_its_key(
     with sqlite3.connect(app) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id != ?",
                             (OTHER,)).fetchone() == (0,)  # fmt: skip
-        [(statement, kept)] = conn.execute("SELECT statement, receipt FROM erasure_journal")
+        [(entry, statement, kept)] = conn.execute(
+            "SELECT entry, statement, receipt FROM erasure_journal"
+        )
     assert_clean((statement + kept).encode(), raw_values(), "the journaled statement")
+    assert "sealed" not in json.loads(entry)
     in_main, in_wal = sqlite_journal_bytes(app)
     assert_clean(in_main + in_wal, raw_values(), "the journal after recovery")
 

@@ -533,12 +533,16 @@ def _self_check(
 
 def redact_entry(entry_json: str) -> tuple[str, str] | None:
     """Privacy mode: the journal entry with its raw ids replaced by the commitments its
-    statement uses, and the committed scope id - or None outside privacy mode. Only for
-    an entry whose statement is journaled: recovery then just signs that statement."""
+    statement uses (a sealed entry: without its sealed request), and the committed scope
+    id - or None outside privacy mode. Only for an entry whose statement is journaled:
+    recovery then just signs that statement."""
     entry = json.loads(entry_json)
     scope = (entry.get("members") or {}).get("scope") or {}
-    if "privacy" not in scope or "sealed" in entry:  # a sealed entry holds no raw id
+    if "privacy" not in scope:
         return None
+    if "sealed" in entry:  # no raw id in clear; the sealed request is needed no more
+        del entry["sealed"]
+        return str(entry["thread_id"]), json.dumps(entry, sort_keys=True)
     committed = str(scope.get("subject") or scope.get("thread_id"))
     entry.update(
         thread_id=committed,

@@ -52,6 +52,7 @@ from .engine import (
     measure_parts,
     named_needle_forms,
     needle_forms,
+    redact_entry,
 )
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
 from .privacy import PREFIX, CommitmentKey
@@ -519,6 +520,8 @@ class SubjectFlows(Attesting):
                     raise
                 log.info("subject erasure restarted: %d new thread(s) appeared", len(grown))
                 continue
+            if request.privacy is not None:
+                self._redact_journal(receipt, request)
             return receipt
         raise ErasureIncompleteError(
             f"threads of subject {_shown(spec)!r} kept appearing while the erasure started "
@@ -558,6 +561,19 @@ class SubjectFlows(Attesting):
             raise NeedlesFoundError(
                 _redact_locations([loc.to_json() for loc in outside], request, forms)
             )
+
+    def _redact_journal(self, receipt: Receipt, request: ErasureRequest) -> None:
+        """Best effort: once the statement is journaled (recovery then just signs it),
+        the entry's sealed request is not needed any more; drop it."""
+
+        def rewrite(entry: str) -> str:
+            redacted = redact_entry(entry)
+            return entry if redacted is None else redacted[1]
+
+        try:
+            self._db(self._journal.redact_journal, receipt.receipt_id, request.journal_id, rewrite)
+        except Exception as exc:
+            log.warning("journal entry %s keeps its sealed request: %s", receipt.receipt_id, exc)
 
     def _digest_subject_flow(self, spec: _Spec) -> SubjectDigest:
         def run(handle: Any) -> tuple[ErasureRequest, Any]:

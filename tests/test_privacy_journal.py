@@ -14,6 +14,7 @@ line.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -212,6 +213,38 @@ def test_sqlite_crashed_privacy_erasure_is_recovered_with_its_key(
         )
     assert_clean((statement + kept).encode(), raw_values(), "the journaled statement")
     assert "sealed" not in json.loads(entry)
+    in_main, in_wal = sqlite_journal_bytes(app)
+    assert_clean(in_main + in_wal, raw_values(), "the journal after recovery")
+
+
+def test_async_crashed_privacy_erasure_is_recovered_with_its_key(
+    app: Path, key: CommitmentKey, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    from erasure_receipts import AsyncAttestingSqliteSaver
+
+    def saver(store: Any) -> Any:
+        return AsyncAttestingSqliteSaver.from_conn_string(str(app), signer=signer, store=store)
+
+    async def main() -> Any:
+        async with AsyncSqliteStore.from_conn_string(str(app)) as store, saver(store) as s:
+            with monkeypatch.context() as m:
+                crash_after_commit(m)
+                with pytest.raises(ErasureIncompleteError) as crashed:
+                    await s.aerase_subject(
+                        SUBJECT, metadata_key="user_id", store_namespaces=NAMESPACES,
+                        privacy="commitments", commitment_key=key,
+                    )  # fmt: skip
+            assert_clean(str(crashed.value).encode(), raw_values(), "the error")
+        async with AsyncSqliteStore.from_conn_string(str(app)) as store, saver(store) as s:
+            with pytest.raises(ErasureIncompleteError, match="sealed with commitment key"):
+                await s.arecover_receipts(min_age_seconds=0)
+            return await s.arecover_receipts(min_age_seconds=0, commitment_key=key)
+
+    [r] = asyncio.run(main())
+    verify_receipt(r.to_json(), [signer.public_key])
+    assert r.predicate["scope"]["subject"] == key.commit("subject", SUBJECT)
     in_main, in_wal = sqlite_journal_bytes(app)
     assert_clean(in_main + in_wal, raw_values(), "the journal after recovery")
 

@@ -479,6 +479,9 @@ def test_cli_bad_needles_file(
         assert done.returncode == code, err
         assert says in err and len(err.strip().splitlines()) == 1, err
     assert cli("locate", str(app)).returncode == 2  # nothing to find: usage
+    thread = cli("erase", str(app), "--thread", THREADS[0], "--key", str(key_file),
+                 "--needles-file", str(path))  # fmt: skip
+    assert thread.returncode == 2 and b"--needles-file needs --subject" in thread.stderr
     assert sqlite3.connect(app).execute("SELECT count(*) FROM erasure_journal").fetchone() == (0,)
 
 

@@ -811,6 +811,8 @@ def erase(
     context = _request_context(request_id, basis, requester, received_at, due, authorization)
     namespaces = _namespaces(store_ns or [])
     if needles_file is not None:
+        if subject is None:
+            _die("--needles-file needs --subject", EXIT_USAGE)
         needle = [*(needle or []), *_needles_file(needles_file)]
     thread, by_subject = _erase_target(
         threads, subject, metadata_key, needle, privacy, commitment_key

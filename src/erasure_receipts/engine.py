@@ -597,12 +597,6 @@ def _sealed_request(request: ErasureRequest, receipt_id: str) -> dict[str, Any]:
     }
 
 
-def sealed_key_id(entry_json: str) -> str | None:
-    """The commitment key id a privacy-mode journal entry's request is sealed under."""
-    sealed = json.loads(entry_json).get("sealed")
-    return None if not isinstance(sealed, dict) else str(sealed.get("key_id"))
-
-
 def request_from_journal(
     entry_json: str, receipt_id: str = "", keys: Mapping[str, Any] | None = None
 ) -> ErasureRequest:

@@ -249,6 +249,26 @@ def test_async_crashed_privacy_erasure_is_recovered_with_its_key(
     assert_clean(in_main + in_wal, raw_values(), "the journal after recovery")
 
 
+def test_privacy_recovery_errors_name_commitments(
+    saver: AttestingSqliteSaver, key: CommitmentKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery re-verifies the scope with the raw ids it unsealed; when that fails (an
+    item written into an erased namespace meanwhile) the error names commitments."""
+    with monkeypatch.context() as m:
+        crash_after_commit(m)
+        with pytest.raises(ErasureIncompleteError):
+            erase(saver, key)
+    assert saver.store is not None
+    saver.store.put(NAMESPACES[0], "written-later", {"v": 1})
+    with pytest.raises(ErasureIncompleteError, match="present after commit") as ei:
+        saver.recover_receipts(min_age_seconds=0)
+    assert key.commit("subject", SUBJECT) in ei.value.message
+    assert_clean(ei.value.message.encode(), raw_values(), "the recovery error")
+    saver.store.delete(NAMESPACES[0], "written-later")
+    [r] = saver.recover_receipts(min_age_seconds=0)
+    assert r.predicate["scope"]["subject"] == key.commit("subject", SUBJECT)
+
+
 def test_sqlite_tampered_sealed_entry_is_not_recovered(
     app: Path, key: CommitmentKey, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -605,6 +605,7 @@ def request_from_journal(
     existed are thread erasures). A privacy-mode entry's request is sealed: it opens
     with its commitment key from ``keys`` (key id -> ``CommitmentKey``)."""
     entry = json.loads(entry_json)
+    key = None
     if "sealed" in entry:
         key = (keys or {}).get(str(entry["sealed"].get("key_id")))
         if key is None:
@@ -623,6 +624,7 @@ def request_from_journal(
         threads=tuple(entry.get("threads", ())),
         keep=str(entry.get("keep", "none")),
         kept=tuple((str(a), str(b)) for a, b in entry.get("kept", ())),
+        privacy=key,  # so recovery's errors name commitments too
     )
 
 

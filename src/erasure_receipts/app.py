@@ -57,7 +57,7 @@ import typer
 from typer.core import TyperGroup
 
 from . import __version__
-from .cli import EXIT_INVALID, EXIT_IO, EXIT_USAGE, _read_input, verify_main
+from .cli import EXIT_INVALID, EXIT_IO, EXIT_USAGE, _read_arg, _read_input, verify_main
 from .errors import (
     ConfigurationError,
     ErasureError,
@@ -639,6 +639,14 @@ Needles = Annotated[
         "(e.g. an email; refused, with its locations, if found); repeatable",
     ),
 ]
+NeedlesFile = Annotated[
+    str | None,
+    typer.Option(
+        "--needles-file",
+        help="read values to search for from this file ('-': standard input), one per "
+        "line, UTF-8 (they stay out of ps and shell history)",
+    ),
+]
 PrivacyMode = Annotated[
     str | None,
     typer.Option("--privacy", help="'commitments': no raw id, namespace or path in the receipt"),
@@ -753,6 +761,7 @@ def erase(
     subject: SubjectId = None,
     metadata_key: MetadataKey = None,
     needle: Needles = None,
+    needles_file: NeedlesFile = None,
     privacy: PrivacyMode = None,
     commitment_key: CommitmentKeyFile = None,
     archive: Annotated[
@@ -801,6 +810,10 @@ def erase(
     signer = _load_signer(key, password_env, allow_insecure_key)
     context = _request_context(request_id, basis, requester, received_at, due, authorization)
     namespaces = _namespaces(store_ns or [])
+    if needles_file is not None:
+        if subject is None:
+            _die("--needles-file needs --subject", EXIT_USAGE)
+        needle = [*(needle or []), *_needles_file(needles_file)]
     thread, by_subject = _erase_target(
         threads, subject, metadata_key, needle, privacy, commitment_key
     )
@@ -883,6 +896,14 @@ def recover(
         ),
     ] = 300.0,
     allow_insecure_key: AllowInsecureKey = False,
+    commitment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--commitment-key",
+            help="commitment key of privacy-mode erasures (their journal entries are sealed "
+            "with it)",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
 ) -> None:
@@ -891,13 +912,16 @@ def recover(
     if min_age < 0:
         _die("--min-age must be >= 0", EXIT_USAGE)
     signer = _load_signer(key, password_env, allow_insecure_key)
+    sealed = {}
+    if commitment_key is not None:  # privacy-mode journal entries open with it
+        sealed["commitment_key"] = _commitment_key_file(commitment_key)
     _probe_database(db)
     _check_archive(archive)
     failure: ErasureError | None = None
     with _open_saver(db, signer, archive, recovering=True) as saver:
         skipped = sum(1 for p in saver.pending_erasures() if p.age_seconds <= min_age)
         try:
-            receipts = saver.recover_receipts(min_age_seconds=min_age)
+            receipts = saver.recover_receipts(min_age_seconds=min_age, **sealed)
         except ErasureIncompleteError as exc:
             receipts, failure = list(exc.recovered), exc
         except ErasureError as exc:
@@ -1852,6 +1876,26 @@ def _digest_subject(
         typer.echo(f"  {name:<44} {u['rows']:>8} rows  {u['digest']}")
 
 
+def _needles_file(path: str) -> list[str]:
+    """The values of a ``--needles-file`` (``-``: stdin): one per line, UTF-8, empty
+    lines skipped. Exit 3 if it cannot be read, 2 if it is not UTF-8 or holds none."""
+    shown = "standard input" if path == "-" else _display(path)
+    try:
+        data = _read_arg(path)
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        _die(f"--needles-file {shown}: line {line} is not valid UTF-8 text", EXIT_USAGE)
+    lines = text.removeprefix("\ufeff").split("\n")  # only LF (CRLF) ends a line
+    values = [v.removesuffix("\r") for v in lines if v.removesuffix("\r")]
+    if not values:
+        _die(f"--needles-file {shown}: no values (one per line)", EXIT_USAGE)
+    return values
+
+
 def _describe_location(loc: Any) -> str:
     fields = {k: v for k, v in loc.to_json().items() if k not in ("needle", "form", "table")}
     where = " ".join(f"{k}={v!r}" for k, v in fields.items() if k not in ("column", "via"))
@@ -1862,7 +1906,10 @@ def _describe_location(loc: Any) -> str:
 @app.command("locate")
 def locate_cmd(
     db: Annotated[str, typer.Argument(help=DB_HELP)],
-    needles: Annotated[list[str], typer.Argument(help="values to find (an email, a name, ...)")],
+    needles: Annotated[
+        list[str] | None, typer.Argument(help="values to find (an email, a name, ...)")
+    ] = None,
+    needles_file: NeedlesFile = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
 ) -> None:
@@ -1873,6 +1920,11 @@ def locate_cmd(
     whether or not anything is found; the count is on stderr (or in --json).
     """
     _run.json = as_json
+    needles = list(needles or [])
+    if needles_file is not None:
+        needles += _needles_file(needles_file)
+    if not needles:
+        _die("name the values to find: VALUE... or --needles-file F", EXIT_USAGE)
     _check_unicode(value=needles)
     if any(not n for n in needles):
         _die("a value to find must not be empty", EXIT_USAGE)

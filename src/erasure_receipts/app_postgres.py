@@ -262,7 +262,9 @@ class _NoJournal:
     def pending_erasures(self) -> list[Any]:
         return []
 
-    def recover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Any]:
+    def recover_receipts(
+        self, *, min_age_seconds: float = 300.0, commitment_key: Any = None
+    ) -> list[Any]:
         return []
 
     def journal_receipts(self, thread_id: str | None = None) -> list[Any]:

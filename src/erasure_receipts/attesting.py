@@ -55,6 +55,7 @@ from .engine import (
 )
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
 from .log import ReceiptLog
+from .privacy import CommitmentKey
 from .proof import LeafRecord, head_filter, leaf_records
 from .receipt import Receipt
 from .signing import Signer
@@ -286,6 +287,9 @@ class Attesting:
         self.residue_scan = residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
         self._store_rows = None  # whether the store's tables live in the saver's database
+        self._commitment_keys: dict[str, CommitmentKey] = {}
+        """Commitment keys by key id (privacy-mode erasures' and recovery's), in memory
+        only: recovery opens a sealed journal entry with its key."""
         self._serial = next(_SERIAL)
 
     @property
@@ -386,7 +390,7 @@ class Attesting:
                     raise
                 if attempt == MAX_ATTEMPTS:
                     raise ErasureIncompleteError(
-                        f"erasure of thread {request.thread_id!r} gave up after {attempt} "
+                        f"erasure of {request.label} gave up after {attempt} "
                         "attempts on concurrent transactions (serialization failure, "
                         f"deadlock or lock timeout); nothing was deleted: {exc.message}",
                         remaining=exc.remaining,
@@ -394,8 +398,8 @@ class Attesting:
                 time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
                 continue
             log.info(
-                "erased thread %r: %d rows, receipt %s",
-                request.thread_id,
+                "erased %s: %d rows, receipt %s",
+                request.label,
                 sum(t.rows for t in outcome.pre_tables.values()),
                 outcome.receipt_id,
             )
@@ -404,7 +408,7 @@ class Attesting:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _resume(self, handle: Any, receipt_id: str, issued_at: str, entry: str) -> RowsOutcome:
-        request = request_from_journal(entry)
+        request = request_from_journal(entry, receipt_id, self._commitment_keys)
         backend = self._new_backend(handle, request, self.residue_scan)
         outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
         _log_residue(outcome.residue)
@@ -484,7 +488,11 @@ class Attesting:
         self._mark_issued(receipt)
         return receipt
 
-    def _recover_flow(self, min_age_seconds: float) -> list[Receipt]:
+    def _recover_flow(
+        self, min_age_seconds: float, key: CommitmentKey | None = None
+    ) -> list[Receipt]:
+        if key is not None:  # opens the privacy-mode entries sealed with it
+            self._commitment_keys[key.key_id] = key
         cutoff = format_time(self._now() - timedelta(seconds=min_age_seconds))
         pending = self._db(self._journal.pending_journal, cutoff)
         if pending:
@@ -495,7 +503,7 @@ class Attesting:
         for receipt_id, issued_at, entry, statement in pending:
             try:  # one entry that cannot be attested must not block the others
                 if statement is None:
-                    request = request_from_journal(entry)
+                    request = request_from_journal(entry, receipt_id, self._commitment_keys)
                     if request.store_namespaces and self.store is None:
                         raise ErasureIncompleteError(
                             "this journal entry covers store namespaces; recover with the "

@@ -150,8 +150,11 @@ class ErasureBackend(Protocol):
         (its tombstone, else its newest journal entry), or None."""
         ...
 
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
-        """Inside the transaction: record what was erased (digests and counts only)."""
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
+        """Inside the transaction: record what was erased (digests and counts only),
+        under ``thread_id`` (privacy mode: the commitment) or the backend's own."""
         ...
 
     def reduce_residue(self) -> list[dict[str, Any]]:
@@ -201,9 +204,11 @@ class GuardedBackend:
         """The inner backend's earlier erasure, if any."""
         return self.inner.previous_erasure()  # type: ignore[no-any-return]
 
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
         """The inner backend's journal entry."""
-        self.inner.write_journal(receipt_id, issued_at, entry)
+        self.inner.write_journal(receipt_id, issued_at, entry, thread_id=thread_id)
 
     def reduce_residue(self) -> list[dict[str, Any]]:
         """The inner backend's residue steps."""
@@ -253,12 +258,18 @@ class ErasureRequest:
 
     @property
     def label(self) -> str:
-        """How errors name the scope."""
+        """How errors name the scope (by its commitment in privacy mode)."""
         return (
-            f"subject {self.thread_id!r}"
+            f"subject {self.journal_id!r}"
             if self.kind == "subject"
-            else (f"thread {self.thread_id!r}")
+            else (f"thread {self.journal_id!r}")
         )
+
+    @property
+    def journal_id(self) -> str:
+        """The id the journal, logs and errors name: the commitment in privacy mode."""
+        label = "subject" if self.kind == "subject" else "thread"
+        return _committed(self, label, self.thread_id)
 
 
 @dataclass
@@ -397,7 +408,7 @@ def erase_rows(
             if not request.allow_empty and not any(t.rows for t in m.tables.values()):
                 # Nothing was deleted; the rollback also drops no tombstone for a typo.
                 previous = backend.previous_erasure() if request.kind == "thread" else None
-                raise NothingToEraseError(request.thread_id, previous)
+                raise NothingToEraseError(request.journal_id, previous)
             left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
             if left:
                 raise ErasureIncompleteError(
@@ -424,7 +435,13 @@ def erase_rows(
                 "checks": checks,
                 "members": members,
             }
-            backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
+            if request.privacy is not None:
+                entry.update(_sealed_request(replace(request, kept=kept), receipt_id))
+            text = json.dumps(entry, sort_keys=True)
+            if request.privacy is None:
+                backend.write_journal(receipt_id, issued_at, text)
+            else:  # never a raw id in the journal row, not even in its first version
+                backend.write_journal(receipt_id, issued_at, text, thread_id=request.journal_id)
     except NeedlesFoundError as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
         if swept:  # the rows rolled back, but a swept store cannot: say so
@@ -516,12 +533,16 @@ def _self_check(
 
 def redact_entry(entry_json: str) -> tuple[str, str] | None:
     """Privacy mode: the journal entry with its raw ids replaced by the commitments its
-    statement uses, and the committed scope id - or None outside privacy mode. Only for
-    an entry whose statement is journaled: recovery then just signs that statement."""
+    statement uses (a sealed entry: without its sealed request), and the committed scope
+    id - or None outside privacy mode. Only for an entry whose statement is journaled:
+    recovery then just signs that statement."""
     entry = json.loads(entry_json)
     scope = (entry.get("members") or {}).get("scope") or {}
     if "privacy" not in scope:
         return None
+    if "sealed" in entry:  # no raw id in clear; the sealed request is needed no more
+        del entry["sealed"]
+        return str(entry["thread_id"]), json.dumps(entry, sort_keys=True)
     committed = str(scope.get("subject") or scope.get("thread_id"))
     entry.update(
         thread_id=committed,
@@ -559,11 +580,42 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
     }
 
 
-def request_from_journal(entry_json: str) -> ErasureRequest:
+def _sealed_request(request: ErasureRequest, receipt_id: str) -> dict[str, Any]:
+    """Privacy mode: the journal entry's request members as commitments (as the
+    statement names them), and the raw request recovery needs, sealed under a key
+    derived from the commitment key (bound to the receipt id)."""
+    key = request.privacy
+    raw = json.dumps(request_to_journal(request), sort_keys=True, ensure_ascii=False)
+    return {
+        "thread_id": request.journal_id,
+        "threads": sorted(_committed(request, "thread", t) for t in request.threads),
+        "store_namespaces": [
+            [_committed(request, "store_namespace", ".".join(ns))]
+            for ns in request.store_namespaces
+        ],
+        "sealed": key.seal(raw.encode("utf-8", "surrogatepass"), receipt_id.encode("ascii")),
+    }
+
+
+def request_from_journal(
+    entry_json: str, receipt_id: str = "", keys: Mapping[str, Any] | None = None
+) -> ErasureRequest:
     """The request a journal entry recorded, for recovery (``allow_empty`` is not kept:
     the rows are already deleted, so it no longer matters; entries from before kinds
-    existed are thread erasures)."""
+    existed are thread erasures). A privacy-mode entry's request is sealed: it opens
+    with its commitment key from ``keys`` (key id -> ``CommitmentKey``)."""
     entry = json.loads(entry_json)
+    key = None
+    if "sealed" in entry:
+        key = (keys or {}).get(str(entry["sealed"].get("key_id")))
+        if key is None:
+            raise ErasureIncompleteError(
+                f"privacy-mode erasure of {entry.get('kind', 'thread')} "
+                f"{entry.get('thread_id')}: its journal entry is sealed with commitment key "
+                f"{str(entry['sealed'].get('key_id'))[:16]}...; recover with that key "
+                "(recover_receipts(commitment_key=K), receipt recover --commitment-key K)"
+            )
+        entry = json.loads(key.unseal(entry["sealed"], receipt_id.encode("ascii")))
     return ErasureRequest(
         str(entry["thread_id"]),
         tuple(tuple(ns) for ns in entry["store_namespaces"]),
@@ -572,6 +624,7 @@ def request_from_journal(entry_json: str) -> ErasureRequest:
         threads=tuple(entry.get("threads", ())),
         keep=str(entry.get("keep", "none")),
         kept=tuple((str(a), str(b)) for a, b in entry.get("kept", ())),
+        privacy=key,  # so recovery's errors name commitments too
     )
 
 
@@ -685,7 +738,8 @@ def _redact_locations(
     locations: list[dict[str, Any]], request: ErasureRequest, forms: list[tuple[int, bytes]]
 ) -> list[dict[str, Any]]:
     """Locations fit to print: a key that contains a needle (a store key, a thread id)
-    names the needle by number instead, and in privacy mode ids are committed."""
+    names the needle by number instead, and in privacy mode ids are committed and store
+    keys withheld."""
     texts = [(i, f.decode("utf-8", "replace")) for i, f in forms]
     out = []
     for loc in locations:
@@ -699,6 +753,8 @@ def _redact_locations(
                 clean[k] = f"<contains needle #{hit + 1}>"
             elif request.privacy is not None and k in _LOCATION_LABELS:
                 clean[k] = _committed(request, _LOCATION_LABELS[k], v)
+            elif request.privacy is not None and k == "key":  # a store key names people too
+                clean[k] = "withheld (privacy mode)"
             else:
                 clean[k] = v
         out.append(clean)

@@ -7,16 +7,18 @@ receipt still verifies with the public signing key alone; whoever holds ``K`` ca
 which id was erased (``receipt open``). A plain hash would not do: ids are low-entropy,
 and anyone can hash the candidates.
 
-Verify-side module: standard library only.
+Verify-side module: standard library only (sealing imports ``cryptography`` when used).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
 import secrets
 import stat
+from typing import Any
 
 from .errors import KeyFormatError
 
@@ -25,6 +27,8 @@ __all__ = ["LABELS", "PREFIX", "CommitmentKey", "commit", "needle_commitment"]
 PREFIX = "hmac-sha256:"
 LABELS = frozenset(("subject", "thread", "store_namespace", "database", "requester", "needle"))
 KEY_BYTES = 32
+SEAL_ALG = "aes-256-gcm"
+_SEAL_INFO = b"erasure-receipts journal seal v1"
 
 
 def commit(key: bytes, label: str, value: str) -> str:
@@ -92,3 +96,33 @@ class CommitmentKey:
     def needle(self, needle: str) -> str:
         """:func:`needle_commitment` with this key."""
         return needle_commitment(self._key, needle)
+
+    def seal(self, data: bytes, aad: bytes) -> dict[str, str]:
+        """``data`` encrypted (AES-256-GCM, bound to ``aad``) under a key derived from
+        this one: what the erasure journal keeps instead of raw ids in privacy mode."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(self._seal_key()).encrypt(nonce, data, aad)
+        return {"alg": SEAL_ALG, "key_id": self.key_id,
+                "nonce": base64.b64encode(nonce).decode("ascii"),
+                "ciphertext": base64.b64encode(sealed).decode("ascii")}  # fmt: skip
+
+    def unseal(self, sealed: dict[str, Any], aad: bytes) -> bytes:
+        """The data :meth:`seal` sealed (``KeyFormatError`` for another key, a tampered
+        or truncated seal, or another ``aad``)."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if sealed.get("alg") != SEAL_ALG or sealed.get("key_id") != self.key_id:
+            raise KeyFormatError("sealed with another commitment key or algorithm")
+        try:
+            nonce = base64.b64decode(str(sealed["nonce"]), validate=True)
+            data = base64.b64decode(str(sealed["ciphertext"]), validate=True)
+            return AESGCM(self._seal_key()).decrypt(nonce, data, aad)
+        except (KeyError, ValueError, InvalidTag):
+            raise KeyFormatError("the sealed data does not open with this key") from None
+
+    def _seal_key(self) -> bytes:
+        # A key of its own (HMAC-based derivation), never the commitment key itself.
+        return hmac.new(self._key, _SEAL_INFO, hashlib.sha256).digest()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -45,12 +46,15 @@ from .engine import (
     GuardedBackend,
     NeedlesFoundError,
     TableCount,
+    _redact_locations,
     format_time,
     iter_pages,
     measure_parts,
     named_needle_forms,
+    needle_forms,
+    redact_entry,
 )
-from .errors import ConfigurationError, ErasureIncompleteError, NothingToEraseError
+from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
 from .privacy import PREFIX, CommitmentKey
 from .receipt import MAX_THREAD_ID, Receipt
 from .request import Authorization, RequestContext, erasure_scope
@@ -251,15 +255,44 @@ def _conceal(residue: list[dict[str, Any]], key: CommitmentKey, paths: Iterable[
     return rewrite(residue)
 
 
-def _committed_entry(key: CommitmentKey, entry_json: str) -> str:
-    """A journal entry with the raw ids recovery needed replaced by commitments."""
-    e = json.loads(entry_json)
-    e["thread_id"] = key.commit("subject", str(e["thread_id"]))
-    e["threads"] = sorted(key.commit("thread", str(t)) for t in e.get("threads", ()))
-    e["store_namespaces"] = [
-        [key.commit("store_namespace", ".".join(ns))] for ns in e.get("store_namespaces", ())
-    ]
-    return json.dumps(e, sort_keys=True)
+def _shown(spec: _Spec) -> str:
+    """How messages name the subject: by its commitment in privacy mode."""
+    return spec.subject if spec.privacy is None else spec.privacy.commit("subject", spec.subject)
+
+
+def _concealed(exc: Error, spec: _Spec, threads: Iterable[str]) -> Error:
+    """Privacy mode: ``exc`` with every raw id of the erasure (subject, thread ids, store
+    namespaces) in its message, locations and counts replaced by its commitment, and
+    no chained cause (a database error's text could name them too: the message keeps
+    it, concealed)."""
+    key = spec.privacy
+    assert key is not None
+    known = {spec.subject: key.commit("subject", spec.subject)}
+    known.update({t: key.commit("thread", t) for t in threads})
+    for ns in spec.store_namespaces:
+        c = key.commit("store_namespace", ".".join(ns))
+        known.update({".".join(ns): c, "/".join(ns): c, repr(ns): c, repr(list(ns)): c})
+    pattern = re.compile(
+        r"(?<!\w)(?:" + "|".join(re.escape(v) for v in sorted(known, key=len, reverse=True))
+        + r")(?!\w)"
+    )  # fmt: skip
+
+    def hide(v: Any) -> Any:
+        if isinstance(v, str):
+            return pattern.sub(lambda m: known[m.group(0)], v)
+        if isinstance(v, dict):
+            return {hide(k): hide(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [hide(x) for x in v]
+        return v
+
+    exc.args = tuple(hide(a) for a in exc.args)
+    for name in ("thread_id", "locations", "remaining"):
+        if hasattr(exc, name):
+            setattr(exc, name, hide(getattr(exc, name)))
+    exc.__cause__ = exc.__context__ = None
+    exc.__suppress_context__ = True
+    return exc
 
 
 def _commitment_key(privacy: Any, commitment_key: Any) -> Privacy:
@@ -390,13 +423,13 @@ class SubjectFlows(Attesting):
         threads = tuple(sorted(set(spec.threads) | set(found)))
         if not threads:
             raise _nothing(
-                spec.subject,
-                f"no checkpoint has metadata {spec.metadata_key}={spec.subject!r} and no "
+                _shown(spec),
+                f"no checkpoint has metadata {spec.metadata_key}={_shown(spec)!r} and no "
                 "threads= were given (a subject receipt lists at least one thread)",
             )
         if len(threads) > MAX_THREADS:
             raise ConfigurationError(
-                f"subject {spec.subject!r} has {len(threads)} threads; one receipt lists at "
+                f"subject {_shown(spec)!r} has {len(threads)} threads; one receipt lists at "
                 f"most {MAX_THREADS}: erase them in several calls with explicit threads="
             )
         return ErasureRequest(
@@ -446,9 +479,27 @@ class SubjectFlows(Attesting):
     # -- flows --------------------------------------------------------------------------
 
     def _erase_subject_flow(self, spec: _Spec, residue_scan: ResidueScan) -> Receipt:
+        if spec.privacy is None:
+            return self._erase_subject_attempts(spec, residue_scan, set())
+        # The saver holds the key from now on: recover_receipts() opens the sealed
+        # journal entry of this erasure with it if the erasure is interrupted.
+        self._commitment_keys[spec.privacy.key_id] = spec.privacy
+        threads = set(spec.threads)
+        try:
+            return self._erase_subject_attempts(spec, residue_scan, threads)
+        except Error as exc:
+            concealed = _concealed(exc, spec, threads)
+        raise concealed
+
+    def _erase_subject_attempts(
+        self, spec: _Spec, residue_scan: ResidueScan, threads: set[str]
+    ) -> Receipt:
+        """The erasure, restarted while threads of the subject appear; ``threads`` collects
+        every thread id seen (privacy mode conceals them in errors)."""
         self._check_subject_authorization(spec)
         for _ in range(MAX_RESCANS):
             request = self._db(self._subject_request, spec)
+            threads.update(request.threads)
             request = self._with_context(request, spec.context, spec.authorization)
             if request.needles and self._external_store() is not None:
                 # Swept store items cannot be restored: refuse on a needle found outside
@@ -458,7 +509,7 @@ class SubjectFlows(Attesting):
                 receipt = self._erase_flow(request, residue_scan)
             except NothingToEraseError:
                 raise _nothing(
-                    spec.subject,
+                    _shown(spec),
                     f"its {len(request.threads)} thread(s) and {len(spec.store_namespaces)} "
                     "store namespace(s) hold no rows (already erased?); allow_empty=True "
                     "attests an empty scope",
@@ -470,10 +521,10 @@ class SubjectFlows(Attesting):
                 log.info("subject erasure restarted: %d new thread(s) appeared", len(grown))
                 continue
             if request.privacy is not None:
-                self._redact_journal(receipt, request.privacy, spec.subject)
+                self._redact_journal(receipt, request)
             return receipt
         raise ErasureIncompleteError(
-            f"threads of subject {spec.subject!r} kept appearing while the erasure started "
+            f"threads of subject {_shown(spec)!r} kept appearing while the erasure started "
             f"({MAX_RESCANS} attempts); nothing was deleted: stop the subject's sessions "
             "and retry"
         )
@@ -506,18 +557,23 @@ class SubjectFlows(Attesting):
 
         outside = [loc for loc in self._locate_flow(request.needles) if not inside(loc)]
         if outside:
-            raise NeedlesFoundError([loc.to_json() for loc in outside])
+            forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
+            raise NeedlesFoundError(
+                _redact_locations([loc.to_json() for loc in outside], request, forms)
+            )
 
-    def _redact_journal(self, receipt: Receipt, key: CommitmentKey, subject: str) -> None:
-        """Best effort: the journal entry keeps raw ids only until its statement is
-        journaled (recovery then just signs it); replace them by commitments now."""
+    def _redact_journal(self, receipt: Receipt, request: ErasureRequest) -> None:
+        """Best effort: once the statement is journaled (recovery then just signs it),
+        the entry's sealed request is not needed any more; drop it."""
+
+        def rewrite(entry: str) -> str:
+            redacted = redact_entry(entry)
+            return entry if redacted is None else redacted[1]
+
         try:
-            self._db(
-                self._journal.redact_journal, receipt.receipt_id, key.commit("subject", subject),
-                lambda entry: _committed_entry(key, entry),
-            )  # fmt: skip
+            self._db(self._journal.redact_journal, receipt.receipt_id, request.journal_id, rewrite)
         except Exception as exc:
-            log.warning("journal entry %s keeps raw ids: %s", receipt.receipt_id, exc)
+            log.warning("journal entry %s keeps its sealed request: %s", receipt.receipt_id, exc)
 
     def _digest_subject_flow(self, spec: _Spec) -> SubjectDigest:
         def run(handle: Any) -> tuple[ErasureRequest, Any]:
@@ -603,7 +659,9 @@ class SubjectMethods(SubjectFlows):
         refuses the erasure with ``NeedlesFoundError`` naming every location, and
         nothing is deleted. ``privacy="commitments"`` with a ``commitment_key``
         (``CommitmentKey`` or key file) puts only HMAC commitments of the subject,
-        thread ids, namespaces, needles and database path into the receipt.
+        thread ids, namespaces, needles and database path into the receipt, and into
+        the erasure journal, errors and log lines (the journal seals the raw request
+        for recovery with the key; see ``recover_receipts(commitment_key=)``).
 
         Raises ``NothingToEraseError`` if no thread is found or the scope holds no rows
         (unless ``allow_empty``), ``ErasureIncompleteError`` if anything fails or

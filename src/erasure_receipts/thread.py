@@ -13,16 +13,25 @@ LangGraph parent class so ``delete_thread`` / ``adelete_thread`` override the pa
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .attesting import AsyncFlows, Attesting, PendingErasure, ResidueScan, ThreadDigest, log
 from .errors import NothingToEraseError
+from .privacy import CommitmentKey
 from .proof import LeafRecord
 from .receipt import Receipt
 from .request import Authorization, RequestContext
 
 __all__ = ["AsyncThreadMethods", "ThreadMethods"]
+
+
+def _key_or_none(key: CommitmentKey | str | os.PathLike[str] | None) -> CommitmentKey | None:
+    from .subject import _commitment_key
+
+    return None if key is None else _commitment_key("commitments", key)
+
 
 Select = Callable[[str, tuple[Any, ...]], bool]
 
@@ -78,7 +87,12 @@ class ThreadMethods(Attesting):
         except NothingToEraseError as exc:
             log.info("delete_thread: %s", exc.message)
 
-    def recover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
+    def recover_receipts(
+        self,
+        *,
+        min_age_seconds: float = 300.0,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
+    ) -> list[Receipt]:
         """Issue the receipts of erasures that committed but never got one.
 
         Only entries older than ``min_age_seconds`` are touched: a younger one may still
@@ -88,9 +102,13 @@ class ThreadMethods(Attesting):
         issued under the original id, time and pre-state digest. Entries that cannot be
         attested stay open and are listed in the ``ErasureIncompleteError`` raised at the
         end, whose ``recovered`` attribute holds the receipts that were issued.
+        A privacy-mode erasure's entry holds its request sealed: it opens with the
+        ``commitment_key`` (key or key file; the saver that ran the erasure already
+        holds it), otherwise that entry is listed as not attested.
         """
+        key = _key_or_none(commitment_key)
         self._prepare()
-        return self._recover_flow(min_age_seconds)
+        return self._recover_flow(min_age_seconds, key)
 
     def pending_erasures(self) -> list[PendingErasure]:
         """Erasures that committed but have no receipt yet, oldest first, with their age
@@ -186,10 +204,16 @@ class AsyncThreadMethods(AsyncFlows):
         except NothingToEraseError as exc:
             log.info("adelete_thread: %s", exc.message)
 
-    async def arecover_receipts(self, *, min_age_seconds: float = 300.0) -> list[Receipt]:
+    async def arecover_receipts(
+        self,
+        *,
+        min_age_seconds: float = 300.0,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
+    ) -> list[Receipt]:
         """Async :meth:`ThreadMethods.recover_receipts`."""
+        key = _key_or_none(commitment_key)
         await self._aprepare()
-        out = await self._flow(self._recover_flow, min_age_seconds)
+        out = await self._flow(self._recover_flow, min_age_seconds, key)
         if out:
             self._set_last(out[-1])
         return out

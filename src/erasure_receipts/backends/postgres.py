@@ -894,13 +894,16 @@ class PostgresBackend:
         """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
         return list(self._resolve_plan().kept)
 
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
-        """Insert the journal entry; it commits with the deletion, so a receipt can still
-        be issued after a crash."""
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
+        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
+        the erased thread's id; it commits with the deletion, so a receipt can still be
+        issued after a crash."""
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",
-            (receipt_id, self.thread_id, issued_at, entry),
+            (receipt_id, self.thread_id if thread_id is None else thread_id, issued_at, entry),
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:

@@ -724,13 +724,16 @@ class SqliteBackend:
         )
         return None if row is None else str(row[0])
 
-    def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
-        """Insert the journal entry; it commits with the deletion, so a receipt can still
-        be issued after a crash."""
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
+        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
+        the erased thread's id; it commits with the deletion, so a receipt can still be
+        issued after a crash."""
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (?, ?, ?, ?)",
-            (receipt_id, self.thread_id, issued_at, entry),
+            (receipt_id, self.thread_id if thread_id is None else thread_id, issued_at, entry),
         )
 
     def reduce_residue(self) -> list[dict[str, Any]]:

@@ -302,21 +302,28 @@ class Attesting:
     def _request(
         self,
         thread_id: Any,
-        store_namespaces: Iterable[Sequence[str]],
+        store_namespaces: Iterable[Sequence[str]] | None,
         tombstone: bool,
         allow_empty: bool = False,
         *,
         request: Any = None,
         authorization: Any = None,
     ) -> ErasureRequest:
+        """The request of a thread-scoped operation. Its store scope, one rule for every
+        entry point: ``store_namespaces`` if given (``[]``: no store), else (None) the
+        saver's ``namespaces_for(thread_id)`` - erased only with rows of the thread."""
         if isinstance(thread_id, int) and not isinstance(thread_id, bool):
             thread_id = str(thread_id)
         if not isinstance(thread_id, str) or not thread_id:
             raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        mapped = store_namespaces is None
+        if store_namespaces is None:
+            store_namespaces = self._default_namespaces(thread_id)
         namespaces = _normalise(store_namespaces)
         if namespaces and self.store is None:
             raise ConfigurationError("store_namespaces were given but the saver has no store=")
-        er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
+        er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty),
+                            mapped_store=mapped and bool(namespaces))  # fmt: skip
         return self._with_context(er, request, authorization)
 
     def _with_context(self, er: ErasureRequest, request: Any, authorization: Any) -> ErasureRequest:

@@ -226,7 +226,7 @@ class HistoryFlows(Attesting):
         thread_id: Any,
         keep: str,
         needles: Iterable[str],
-        store_namespaces: Iterable[Sequence[str]],
+        store_namespaces: Iterable[Sequence[str]] | None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
     ) -> ErasureRequest:
@@ -365,9 +365,9 @@ class HistoryFlows(Attesting):
         out: list[Receipt] = []
         for tid in thread_ids:
             if strategy == "keep_latest":
-                request = self._history_request(tid, "latest", (), (), context)
+                request = self._history_request(tid, "latest", (), None, context)
             else:
-                base = self._request(tid, self._default_namespaces(tid), True)
+                base = self._request(tid, None, True)
                 request = self._with_context(base, context, None)
             try:
                 out.append(self._attested_flow(request, self.residue_scan))
@@ -474,9 +474,9 @@ class HistoryFlows(Attesting):
         done = "pruned" if mode == "history" else "erased"
         try:
             if mode == "history":
-                request = self._history_request(tid, "latest", (), (), context)
+                request = self._history_request(tid, "latest", (), None, context)
             else:
-                base = self._request(tid, (), tombstone)
+                base = self._request(tid, None, tombstone)
                 request = self._with_context(base, context, None)
             if dry_run:
                 if self._db(self._journal.run_in_flight, tid):
@@ -551,7 +551,7 @@ class HistoryMethods(HistoryFlows):
         *,
         keep: str = "latest",
         needles: Iterable[str] = (),
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
@@ -682,7 +682,7 @@ class AsyncHistoryMethods(HistoryFlows, AsyncFlows):
         *,
         keep: str = "latest",
         needles: Iterable[str] = (),
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,

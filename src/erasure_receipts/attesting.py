@@ -418,7 +418,12 @@ class Attesting:
         return outcome
 
     def _measure(self, handle: Any, request: ErasureRequest) -> ThreadDigest:
-        digest, tables = measure_rows(self._new_backend(handle, request, False))
+        backend = self._new_backend(handle, request, False)
+        digest, tables = measure_rows(backend)
+        own = {p.table for p in backend.parts() if p.group == "checkpoints"}
+        if request.mapped_store and not any(tables[t].rows for t in own if t in tables):
+            # As the erasure: namespaces_for's namespaces only with rows of the thread.
+            return self._measure(handle, replace(request, store_namespaces=(), mapped_store=False))
         return ThreadDigest(digest, tables)
 
     # -- phase two ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import os
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -449,15 +449,12 @@ def erase_rows(
                 if not any(_swept(p) for p in parts):
                     _nothing_check(backend, request, deleted)
                 _own_rows_check(backend, request, parts, deleted)
+                _left_check(p for p in parts if not _swept(p))
                 needles = _check_needles(backend, request)
 
             m = measure_parts(parts, erase=True, settled=settled)
             _nothing_check(backend, request, m.tables)
-            left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
-            if left:
-                raise ErasureIncompleteError(
-                    f"rows remain inside the erasure transaction: {left}", remaining=left
-                )
+            _left_check(p for p in parts if _swept(p))
             _check_needles(backend, request, outside=True)
             if request.tombstone:
                 backend.write_tombstone(receipt_id, issued_at)
@@ -514,6 +511,15 @@ def _nothing_check(
     if not request.allow_empty and not any(t.rows for t in tables.values()):
         previous = backend.previous_erasure() if request.kind == "thread" else None
         raise NothingToEraseError(request.thread_id, previous)
+
+
+def _left_check(parts: Iterable[Part]) -> None:
+    """Inside the transaction, after the deletion: nothing of the removed set remains."""
+    left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
+    if left:
+        raise ErasureIncompleteError(
+            f"rows remain inside the erasure transaction: {left}", remaining=left
+        )
 
 
 def _own_rows_check(

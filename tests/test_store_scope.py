@@ -388,3 +388,32 @@ def test_history_recipe_leaves_no_copy_in_the_store(tmp_path: Path, signer: Sign
             assert holding(db, table, CARD) == 0, table
         out = graph.invoke(human("bye"), cfg("alice-chat"))
         assert [m.content for m in out["messages"]][-2:] == ["bye", "noted: bye"]
+
+
+def test_an_authorization_binds_the_mapped_store_scope(tmp_path: Path, signer: Signer) -> None:
+    """Without store_namespaces= the authorized scope must name what namespaces_for
+    gives: an approval of the thread alone is refused before anything is deleted."""
+    from erasure_receipts import AuthorizationError, RequestContext, authorize
+
+    approver = Signer.from_seed(bytes(range(1, 33)))
+    db = tmp_path / "app.db"
+    store = InMemoryStore()
+    ctx = RequestContext("DSR-1", "gdpr-art17-1b")
+
+    def approval(namespaces: list[list[str]]) -> Any:
+        scope = {"kind": "thread", "thread_id": "alice:1", "store_namespaces": namespaces}
+        return authorize(approver, request_id="DSR-1", scope=scope,
+                         not_after=datetime.now(UTC) + timedelta(days=1))  # fmt: skip
+
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, store=store, namespaces_for=by_user
+    ) as saver:
+        chat_graph(saver, store).invoke(human("hello"), cfg("alice:1"))
+        store.put(ALICE, "memory", {"likes": "tea"})
+        before = thread_rows(db)
+        with pytest.raises(AuthorizationError):
+            saver.erase_thread("alice:1", request=ctx, authorization=approval([]))
+        assert thread_rows(db) == before and store.get(ALICE, "memory") is not None
+        receipt = saver.erase_thread("alice:1", request=ctx, authorization=approval([list(ALICE)]))
+        assert receipt.predicate["authorization"] is not None
+        assert store.get(ALICE, "memory") is None

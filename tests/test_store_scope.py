@@ -209,6 +209,7 @@ def test_delete_thread_of_an_unknown_id_keeps_the_users_memory(
             saver.erase_thread("alice:typo-id", allow_empty=True)
         # The preview measures what an erasure would: not the memory either.
         assert saver.digest_thread("alice:typo-id").leaves == 0
+        assert saver.export_leaves("alice:typo-id") == []
         assert saver.digest_thread("alice:typo-id", [ALICE]).tables["store"].rows == 1
         assert store.get(ALICE, "memory") is not None
         if kind == "same-file":

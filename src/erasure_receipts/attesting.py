@@ -561,7 +561,12 @@ class Attesting:
         from .engine import export_leaves as collect
 
         def run(handle: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
-            return collect(self._new_backend(handle, request, False), head_filter(select))
+            scoped = request
+            if request.mapped_store:  # as the erasure: with rows of the thread only
+                alone = replace(request, store_namespaces=(), mapped_store=False)
+                if not self._measure(handle, alone).leaves:
+                    scoped = alone
+            return collect(self._new_backend(handle, scoped, False), head_filter(select))
 
         hashes, chosen = self._db(run)
         return leaf_records(request.thread_id, hashes, chosen)

@@ -385,10 +385,12 @@ def measure_parts(
                 part.finish()
         if settled is not None:
             counted: dict[str, TableCount] = {}
+            if not late:
+                counted = {k: replace(c) for k, c in tables.items()}
             for part in removed if late else ():
                 if not _swept(part):
                     _add(counted, part.table, done[id(part)][1])
-            settled(counted if late else {k: replace(c) for k, c in tables.items()})
+            settled(counted)
         for part in late:
             hashes = []
             done[id(part)] = (hashes, part.erase(hashes.append))

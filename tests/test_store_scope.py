@@ -418,3 +418,29 @@ def test_an_authorization_binds_the_mapped_store_scope(tmp_path: Path, signer: S
         receipt = saver.erase_thread("alice:1", request=ctx, authorization=approval([list(ALICE)]))
         assert receipt.predicate["authorization"] is not None
         assert store.get(ALICE, "memory") is None
+
+
+@pytest.mark.parametrize("kind", ["same-file", "memory"])
+def test_no_history_to_remove_keeps_the_mapped_memory(
+    tmp_path: Path, signer: Signer, kind: str
+) -> None:
+    """A history erasure (or prune) of a thread with nothing but its latest checkpoint
+    removes nothing of the thread, so it erases nothing of the store it maps to."""
+    db, archive = tmp_path / "app.db", tmp_path / "receipts"
+    with (
+        any_store(kind, db, tmp_path) as store,
+        AttestingSqliteSaver.from_conn_string(
+            str(db), signer=signer, store=store, archive=archive, namespaces_for=by_user
+        ) as saver,
+    ):  # fmt: skip
+        chat_graph(saver, store).invoke(human("hello"), cfg("alice:1"))
+        saver.erase_history("alice:1")  # now only its latest checkpoint is left
+        store.put(ALICE, "memory", {"likes": "tea"})
+        before = thread_rows(db)
+        with pytest.raises(NothingToEraseError) as err:
+            saver.erase_history("alice:1")
+        assert "no history to remove" in err.value.message
+        assert saver.prune(["alice:1"]) == []
+        assert store.get(ALICE, "memory") is not None
+        assert thread_rows(db) == before
+        assert len(list(archive.glob("*.json"))) == 1

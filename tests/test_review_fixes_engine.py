@@ -79,7 +79,8 @@ def test_a_refusal_after_a_store_sweep_says_what_was_swept(
 
         def then_a_writer_copies_it(self: Any, request: Any) -> None:
             checked(self, request)  # the pre-check passes; a racing writer copies it now
-            put(saver, "support-9", f"ticket from {email}")
+            # (into the store: a copy in the database is found before the sweep)
+            store.put(("support", "tickets"), "9", {"text": f"ticket from {email}"})
 
         monkeypatch.setattr(SubjectFlows, "_needles_outside", then_a_writer_copies_it)
         with pytest.raises(NeedlesFoundError) as ei:

@@ -306,21 +306,28 @@ class Attesting:
     def _request(
         self,
         thread_id: Any,
-        store_namespaces: Iterable[Sequence[str]],
+        store_namespaces: Iterable[Sequence[str]] | None,
         tombstone: bool,
         allow_empty: bool = False,
         *,
         request: Any = None,
         authorization: Any = None,
     ) -> ErasureRequest:
+        """The request of a thread-scoped operation. Its store scope, one rule for every
+        entry point: ``store_namespaces`` if given (``[]``: no store), else (None) the
+        saver's ``namespaces_for(thread_id)`` - erased only with rows of the thread."""
         if isinstance(thread_id, int) and not isinstance(thread_id, bool):
             thread_id = str(thread_id)
         if not isinstance(thread_id, str) or not thread_id:
             raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
+        mapped = store_namespaces is None
+        if store_namespaces is None:
+            store_namespaces = self._default_namespaces(thread_id)
         namespaces = _normalise(store_namespaces)
         if namespaces and self.store is None:
             raise ConfigurationError("store_namespaces were given but the saver has no store=")
-        er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty))
+        er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty),
+                            mapped_store=mapped and bool(namespaces))  # fmt: skip
         return self._with_context(er, request, authorization)
 
     def _with_context(self, er: ErasureRequest, request: Any, authorization: Any) -> ErasureRequest:
@@ -415,7 +422,12 @@ class Attesting:
         return outcome
 
     def _measure(self, handle: Any, request: ErasureRequest) -> ThreadDigest:
-        digest, tables = measure_rows(self._new_backend(handle, request, False))
+        backend = self._new_backend(handle, request, False)
+        digest, tables = measure_rows(backend)
+        own = {p.table for p in backend.parts() if p.group == "checkpoints"}
+        if request.mapped_store and not any(tables[t].rows for t in own if t in tables):
+            # As the erasure: namespaces_for's namespaces only with rows of the thread.
+            return self._measure(handle, replace(request, store_namespaces=(), mapped_store=False))
         return ThreadDigest(digest, tables)
 
     # -- phase two ------------------------------------------------------------------------
@@ -557,7 +569,12 @@ class Attesting:
         from .engine import export_leaves as collect
 
         def run(handle: Any) -> tuple[list[bytes], list[tuple[int, bytes]]]:
-            return collect(self._new_backend(handle, request, False), head_filter(select))
+            scoped = request
+            if request.mapped_store:  # as the erasure: with rows of the thread only
+                alone = replace(request, store_namespaces=(), mapped_store=False)
+                if not self._measure(handle, alone).leaves:
+                    scoped = alone
+            return collect(self._new_backend(handle, scoped, False), head_filter(select))
 
         hashes, chosen = self._db(run)
         return leaf_records(request.thread_id, hashes, chosen)

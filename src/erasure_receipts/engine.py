@@ -24,7 +24,7 @@ import os
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -244,6 +244,9 @@ class ErasureRequest:
     """Values that must occur nowhere in ``needle_scope`` after the deletion (never
     written anywhere: only their commitments are)."""
     needle_scope: str = "thread"
+    mapped_store: bool = False
+    """``store_namespaces`` came from the saver's ``namespaces_for``: erased only with
+    rows of the thread itself (a thread id with none erases nothing)."""
     privacy: Any = None
     """A :class:`~erasure_receipts.privacy.CommitmentKey`: identifiers are committed."""
     context: dict[str, Any] | None = None
@@ -333,31 +336,78 @@ def _add(total: dict[str, TableCount], table: str, c: TableCount) -> None:
     t.bytes += c.bytes
 
 
-def measure_parts(parts: Sequence[Part], erase: bool) -> Measurement:
+def _swept(part: Part) -> bool:
+    """Deleted outside the transaction (a store swept through its API): not undone by a
+    rollback."""
+    return part.method == "sweep"
+
+
+def measure_parts(
+    parts: Sequence[Part],
+    erase: bool,
+    settled: Callable[[dict[str, TableCount]], None] | None = None,
+) -> Measurement:
     """Measure every part (deleting the removed ones when ``erase``), all before any
     deferred delete runs. Removed parts form one tree in table order - or, when they
     carry units, one tree per unit and a root over the units (RECEIPT_SPEC.md 9.3).
-    Kept parts are only measured, into their own tree."""
+    Kept parts are only measured, into their own tree.
+
+    With ``erase``, ``settled(tables)`` is called once everything the transaction can
+    undo is deleted (with those parts' counts) and before any part is swept outside it,
+    so a check that refuses the erasure runs before anything irreversible. The swept
+    parts then go last; the leaf hashes are kept meanwhile (32 bytes a row) and the
+    trees built in table order, as always."""
     removed = sorted((p for p in parts if _role(p) != "kept"), key=lambda p: (_unit(p), p.table))
     kept = sorted((p for p in parts if _role(p) == "kept"), key=lambda p: p.table)
+    late = [p for p in removed if _swept(p)] if erase else []
+    done: dict[int, tuple[list[bytes], TableCount]] = {}  # id(part) -> its hashes, counts
+    if late:
+        for part in (p for p in removed if not _swept(p)):
+            hashes: list[bytes] = []
+            done[id(part)] = (hashes, part.erase(hashes.append))
     by_unit: dict[str, list[Part]] = {}
     for p in removed:
         by_unit.setdefault(_unit(p), []).append(p)
     tables: dict[str, TableCount] = {}
     units: list[tuple[str, bytes, dict[str, TableCount]]] = []
-    for name, group in by_unit.items():
-        tree, unit_tables = MerkleTree(), {}
-        for part in group:
-            c = part.erase(tree.append_hash) if erase else part.measure(tree.append_hash)
-            unit_tables[part.table] = c
-            _add(tables, part.table, c)
-        units.append((name, tree.root(), unit_tables))
+
+    def build() -> None:
+        for name, group in by_unit.items():
+            tree, unit_tables = MerkleTree(), {}
+            for part in group:
+                if id(part) in done:
+                    hashes, c = done[id(part)]
+                    for h in hashes:
+                        tree.append_hash(h)
+                else:
+                    c = part.erase(tree.append_hash) if erase else part.measure(tree.append_hash)
+                unit_tables[part.table] = c
+                _add(tables, part.table, c)
+            units.append((name, tree.root(), unit_tables))
+
+    if not late:
+        build()
     kept_tree, kept_tables = MerkleTree(), {}
     for part in kept:
         kept_tables[part.table] = part.measure(kept_tree.append_hash)
     if erase:
         for part in sorted(removed, key=lambda p: p.table, reverse=True):
+            if not _swept(part):
+                part.finish()
+        if settled is not None:
+            counted: dict[str, TableCount] = {}
+            if not late:
+                counted = {k: replace(c) for k, c in tables.items()}
+            for part in removed if late else ():
+                if not _swept(part):
+                    _add(counted, part.table, done[id(part)][1])
+            settled(counted)
+        for part in late:
+            hashes = []
+            done[id(part)] = (hashes, part.erase(hashes.append))
             part.finish()
+        if late:
+            build()
     if not any(c.rows for c in tables.values()):
         root = EMPTY_ROOT  # an empty scope has the empty root, whatever its units
     elif any(name for name, _, _ in units):
@@ -404,17 +454,21 @@ def erase_rows(
                 from .request import Authorization
 
                 Authorization.from_obj(request.authorization).check_time(issued_at)
-            m = measure_parts(parts, erase=True)
-            if not request.allow_empty and not any(t.rows for t in m.tables.values()):
-                # Nothing was deleted; the rollback also drops no tombstone for a typo.
-                previous = backend.previous_erasure() if request.kind == "thread" else None
-                raise NothingToEraseError(request.journal_id, previous)
-            left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
-            if left:
-                raise ErasureIncompleteError(
-                    f"rows remain inside the erasure transaction: {left}", remaining=left
-                )
-            needles = _check_needles(backend, request)
+            needles: dict[str, Any] | None = None
+
+            def settled(deleted: dict[str, TableCount]) -> None:
+                # Every refusal the database rows can decide, before a store is swept.
+                nonlocal needles
+                if not any(_swept(p) for p in parts):
+                    _nothing_check(backend, request, deleted)
+                _own_rows_check(backend, request, parts, deleted)
+                _left_check(p for p in parts if not _swept(p))
+                needles = _check_needles(backend, request)
+
+            m = measure_parts(parts, erase=True, settled=settled)
+            _nothing_check(backend, request, m.tables)
+            _left_check(p for p in parts if _swept(p))
+            _check_needles(backend, request, outside=True)
             if request.tombstone:
                 backend.write_tombstone(receipt_id, issued_at)
             kept = _kept_checkpoints(backend, request)
@@ -466,6 +520,50 @@ def erase_rows(
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
     return _after_commit(backend, request, receipt_id, issued_at, entry)
+
+
+def _nothing_check(
+    backend: ErasureBackend, request: ErasureRequest, tables: Mapping[str, TableCount]
+) -> None:
+    """Refuse a scope that held no rows (nothing was deleted; the rollback also drops
+    no tombstone for a typo)."""
+    if not request.allow_empty and not any(t.rows for t in tables.values()):
+        previous = backend.previous_erasure() if request.kind == "thread" else None
+        raise NothingToEraseError(request.journal_id, previous)
+
+
+def _left_check(parts: Iterable[Part]) -> None:
+    """Inside the transaction, after the deletion: nothing of the removed set remains."""
+    left = {p.table: n for p in parts if _role(p) != "kept" and (n := p.remaining())}
+    if left:
+        raise ErasureIncompleteError(
+            f"rows remain inside the erasure transaction: {left}", remaining=left
+        )
+
+
+def _own_rows_check(
+    backend: ErasureBackend,
+    request: ErasureRequest,
+    parts: Sequence[Part],
+    deleted: Mapping[str, TableCount],
+) -> None:
+    """Store namespaces the saver's ``namespaces_for`` mapped the thread to are erased
+    only with rows of the thread itself: a thread id with none (a typo, an erased
+    thread) is no reason to erase the memory of the user it maps to."""
+    if not request.mapped_store or not request.store_namespaces:
+        return
+    own = {p.table for p in parts if p.group == "checkpoints"}
+    if any(c.rows for t, c in deleted.items() if t in own):
+        return
+    previous = backend.previous_erasure() if request.kind == "thread" else None
+    exc = NothingToEraseError(request.journal_id, previous)
+    what = "history to remove" if request.kind == "history" else "stored rows"
+    exc.args = (
+        f"{request.label} has no {what}; the store namespaces namespaces_for maps it to "
+        "are erased only with rows of the thread itself: nothing was erased (name them "
+        "with store_namespaces= to erase them on their own)",
+    )
+    raise exc
 
 
 LATE_ROUNDS = 3
@@ -704,18 +802,28 @@ def needle_forms(needle: str) -> list[bytes]:
     return [form for _, form in named_needle_forms(needle)]
 
 
-def _check_needles(backend: ErasureBackend, request: ErasureRequest) -> dict[str, Any] | None:
+def _check_needles(
+    backend: ErasureBackend, request: ErasureRequest, *, outside: bool = False
+) -> dict[str, Any] | None:
     """Inside the transaction, after the deletion: no needle may occur in the searched
-    scope, or the erasure is refused (rolled back) and the locations reported."""
+    scope, or the erasure is refused (rolled back) and the locations reported.
+
+    First the database's rows, before anything is swept outside the transaction (so a
+    refusal deletes nothing anywhere); then (``outside``), after the sweep, a store
+    outside the database, if the backend searches one (``find_store_needles``)."""
     if not request.needles:
         return None
-    find = getattr(backend, "find_needles", None)
+    find = getattr(backend, "find_store_needles" if outside else "find_needles", None)
+    if find is None and outside:
+        return None
     if find is None:  # pragma: no cover - every backend has it
         raise ErasureIncompleteError(f"{backend.kind} cannot search for needles")
     forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
     found = find([f for _, f in forms], request.needle_scope, request.all_threads)
     if found:
         raise NeedlesFoundError(_redact_locations(found, request, forms))
+    if outside:
+        return None
     if request.privacy is not None:
         values, salt = [request.privacy.needle(n) for n in request.needles], None
     else:

@@ -226,7 +226,7 @@ class HistoryFlows(Attesting):
         thread_id: Any,
         keep: str,
         needles: Iterable[str],
-        store_namespaces: Iterable[Sequence[str]],
+        store_namespaces: Iterable[Sequence[str]] | None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
     ) -> ErasureRequest:
@@ -350,10 +350,10 @@ class HistoryFlows(Attesting):
     def _prune_flow(
         self, thread_ids: list[str], strategy: str, context: RequestContext | None
     ) -> list[Receipt]:
-        """One receipt per thread. ``keep_latest``: a history erasure of each thread
-        (a ``DeltaChannel`` thread refuses the whole call before anything is deleted, as
-        LangGraph does). ``delete``: ``delete_thread`` of each thread - erased with its
-        ``namespaces_for`` store items and tombstoned, like this saver's
+        """One receipt per thread, each with its ``namespaces_for`` store items.
+        ``keep_latest``: a history erasure of each thread (a ``DeltaChannel`` thread
+        refuses the whole call before anything is deleted, as LangGraph does).
+        ``delete``: ``delete_thread`` of each thread - tombstoned, like this saver's
         ``delete_thread``. A thread with nothing to remove is skipped (no receipt). A
         failure stops the call; the threads before it keep their receipts."""
         if strategy not in ("keep_latest", "delete"):
@@ -365,9 +365,9 @@ class HistoryFlows(Attesting):
         out: list[Receipt] = []
         for tid in thread_ids:
             if strategy == "keep_latest":
-                request = self._history_request(tid, "latest", (), (), context)
+                request = self._history_request(tid, "latest", (), None, context)
             else:
-                base = self._request(tid, self._default_namespaces(tid), True)
+                base = self._request(tid, None, True)
                 request = self._with_context(base, context, None)
             try:
                 out.append(self._attested_flow(request, self.residue_scan))
@@ -474,9 +474,9 @@ class HistoryFlows(Attesting):
         done = "pruned" if mode == "history" else "erased"
         try:
             if mode == "history":
-                request = self._history_request(tid, "latest", (), (), context)
+                request = self._history_request(tid, "latest", (), None, context)
             else:
-                base = self._request(tid, (), tombstone)
+                base = self._request(tid, None, tombstone)
                 request = self._with_context(base, context, None)
             if dry_run:
                 if self._db(self._journal.run_in_flight, tid):
@@ -551,7 +551,7 @@ class HistoryMethods(HistoryFlows):
         *,
         keep: str = "latest",
         needles: Iterable[str] = (),
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
@@ -561,16 +561,19 @@ class HistoryMethods(HistoryFlows):
         semantics: subgraph namespaces, pending writes of the kept checkpoint, on
         PostgreSQL the parent holding pre-v4 pending sends), the writes of the removed
         checkpoints and the blobs only they reference, plus the store items under
-        ``store_namespaces`` - atomically, measured, verified and signed (receipt kind
-        ``history``). The thread is not tombstoned: the next ``invoke`` continues from
-        the kept state.
+        ``store_namespaces`` (not given: the saver's ``namespaces_for(thread_id)``, as
+        for ``erase_thread``; ``[]`` keeps the store) - atomically, measured, verified
+        and signed (receipt kind ``history``). The thread is not tombstoned: the next
+        ``invoke`` continues from the kept state.
 
         ``needles``: values that must be gone (the text a ``RemoveMessage`` removed, an
-        email). After the deletion, inside the transaction, every remaining row of the
-        thread is searched for them (raw UTF-8 and JSON ``\\uXXXX`` forms); if one is
-        still there - the latest state holds it - ``NeedlesFoundError`` names each
-        location (checkpoint id, column or channel) and nothing is deleted. The receipt
-        carries salted commitments to the needles, never the values.
+        email). After the deletion, inside the transaction and before a store outside
+        the database is swept, every remaining row of the thread is searched for them
+        (raw UTF-8 and JSON ``\\uXXXX`` forms); if one is still there - the latest
+        state holds it - ``NeedlesFoundError`` names each location (checkpoint id,
+        column or channel) and nothing is deleted anywhere. The store namespaces in
+        scope are erased whole, so they keep no copy. The receipt carries salted
+        commitments to the needles, never the values.
 
         Raises ``NothingToEraseError`` when there is no history to remove,
         ``DeltaChannelError`` (a ``NotImplementedError``) for a thread that uses a
@@ -593,8 +596,8 @@ class HistoryMethods(HistoryFlows):
         """LangGraph's ``prune``, attested: one receipt per thread, returned as a
         ``list[Receipt]`` (typed ``Any`` to stay compatible with LangGraph's ``-> None``),
         archived and journaled. ``"keep_latest"`` is :meth:`erase_history` of each thread;
-        ``"delete"`` is :meth:`delete_thread` of each thread (erased with its
-        ``namespaces_for`` store items, tombstoned: ``reopen_thread`` reuses an id). A
+        ``"delete"`` is :meth:`delete_thread` of each thread (tombstoned:
+        ``reopen_thread`` reuses an id); both with its ``namespaces_for`` store items. A
         thread with nothing to remove gets no receipt. A ``DeltaChannel`` thread refuses
         ``keep_latest`` for every thread before anything is pruned, as LangGraph does."""
         ids = _thread_ids(thread_ids)
@@ -618,7 +621,8 @@ class HistoryMethods(HistoryFlows):
     ) -> SweepResult:
         """Retention: erase every thread whose latest checkpoint (any namespace) was made
         more than ``older_than`` ago (or before a ``datetime``), one ``erase_thread``
-        receipt per thread into the archive, at most ``limit`` threads per run.
+        receipt per thread into the archive (with the thread's ``namespaces_for``
+        store items), at most ``limit`` threads per run.
 
         Threads are selected from the ``checkpoints`` primary key by the time inside
         their uuid6 checkpoint ids (never reading values or blobs); a thread whose ids
@@ -646,7 +650,8 @@ class HistoryMethods(HistoryFlows):
         progress: Progress | None = None,
     ) -> SweepResult:
         """Retention: :meth:`erase_history` of every thread whose latest checkpoint was
-        made more than ``older_than`` ago, one receipt per thread (selection, re-check,
+        made more than ``older_than`` ago, with its ``namespaces_for`` store items, one
+        receipt per thread (selection, re-check,
         resumption and results as :meth:`erase_idle_threads`; a thread with only its
         latest checkpoints is skipped as ``nothing_to_remove``)."""
         if keep != "latest":
@@ -682,7 +687,7 @@ class AsyncHistoryMethods(HistoryFlows, AsyncFlows):
         *,
         keep: str = "latest",
         needles: Iterable[str] = (),
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,

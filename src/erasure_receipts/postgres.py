@@ -176,7 +176,9 @@ class AttestingPostgresSaver(
             (even with its own connection or pool) is erased in the erasure's
             transaction, expired-TTL rows included; any other store is swept.
         archive: directory where every receipt is written durably before returning.
-        namespaces_for: ``thread_id -> store namespace prefixes`` for ``delete_thread``.
+        namespaces_for: ``thread_id -> store namespace prefixes``: the store scope of
+            every thread-scoped operation not given ``store_namespaces=`` (as for
+            ``AttestingSqliteSaver``).
         clock: returns the current time (inject for deterministic tests).
         vacuum: ``True`` runs ``VACUUM`` on the affected tables after commit,
             ``"full"`` runs ``VACUUM (FULL)`` (rewrites them; takes an ACCESS EXCLUSIVE

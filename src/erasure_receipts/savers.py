@@ -173,14 +173,16 @@ class AttestingSqliteSaver(
     Args:
         conn: the SQLite connection (as for ``SqliteSaver``).
         signer: the Ed25519 key that signs receipts.
-        store: the application's ``BaseStore``; its items under the namespaces given to
-            ``erase_thread`` are erased with the thread. A ``SqliteStore`` in the same
+        store: the application's ``BaseStore``; its items under a thread's store
+            namespaces are erased with the thread. A ``SqliteStore`` in the same
             database file is erased in the same transaction; any other store is swept.
         archive: directory where every receipt is written durably before returning,
             or a ``ReceiptLog`` (erasure_receipts.log) to append it to a signed log.
-        namespaces_for: ``thread_id -> store namespace prefixes`` used by
-            ``delete_thread`` (which other code, e.g. LangGraph itself, may call).
-            Requires ``store``.
+        namespaces_for: ``thread_id -> store namespace prefixes``: the store scope of
+            every thread-scoped operation not given ``store_namespaces=`` (erase,
+            ``delete_thread`` - which other code, e.g. LangGraph itself, may call -,
+            digest, history, prune, sweeps), erased only with rows of the thread
+            itself. Requires ``store``.
         clock: returns the current time (inject for deterministic tests).
         residue_scan: after every erasure, scan the database file's free space and its
             ``-shm``/``-journal`` files (with the WAL emptied) for copies of the erased

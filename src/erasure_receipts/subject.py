@@ -357,13 +357,14 @@ class _SubjectBackend(GuardedBackend):
         self._store_search = store_search
         self._conceal = conceal
 
-    def find_needles(
+    def find_store_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
     ) -> list[dict[str, Any]]:
-        found = list(self.inner.find_needles(forms, scope, threads))
+        """The store outside the database, searched after its sweep (the engine searches
+        the database's rows first, before anything is swept)."""
         if scope == "database" and self._store_search is not None:
-            found += self._store_search(forms)
-        return found
+            return self._store_search(forms)
+        return []
 
     def reduce_residue(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self.inner.reduce_residue()
@@ -405,7 +406,9 @@ class SubjectFlows(Attesting):
                 "name the subject's threads: threads=[...] and/or metadata_key= (e.g. "
                 '"user_id") to find every thread whose checkpoint metadata names the subject'
             )
-        base = self._request(subject_id, store_namespaces, tombstone, allow_empty)
+        # A subject is no thread: namespaces_for never applies, only what is given.
+        given = () if store_namespaces is None else store_namespaces
+        base = self._request(subject_id, given, tombstone, allow_empty)
         return _Spec(
             subject=subject_id, threads=explicit, metadata_key=metadata_key,
             store_namespaces=base.store_namespaces, needles=_strings(needles, "needles"),

@@ -46,7 +46,7 @@ class ThreadMethods(Attesting):
         self,
         thread_id: str,
         *,
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
@@ -54,6 +54,12 @@ class ThreadMethods(Attesting):
         authorization: Authorization | None = None,
     ) -> Receipt:
         """Erase every row of the thread (all tables, all namespaces) and its store items.
+
+        The store items are those under ``store_namespaces`` - or, if it is not given,
+        under the saver's ``namespaces_for(thread_id)``, which are erased only with rows
+        of the thread itself: a thread id with no stored rows raises
+        ``NothingToEraseError`` and erases nothing (even with ``allow_empty``; name the
+        namespaces to erase them on their own).
 
         Returns the signed receipt (also written to ``archive`` if set). Raises
         ``ErasureIncompleteError`` - and issues no receipt - if anything fails or remains;
@@ -76,14 +82,16 @@ class ThreadMethods(Attesting):
         return self._erase_flow(erasure, self._scan(residue_scan))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Attested ``delete_thread``: erases with ``namespaces_for(thread_id)``.
+        """Attested ``delete_thread``: ``erase_thread(thread_id)``, so with its
+        ``namespaces_for`` store namespaces.
 
         The receipt is archived (if ``archive`` is set) and kept in ``last_receipt``. A
-        thread with no stored rows is a no-op, as for LangGraph's savers (no receipt, no
-        tombstone).
+        thread with no stored rows is a no-op, as for LangGraph's savers: nothing is
+        erased - not its ``namespaces_for`` store items either -, no receipt, no
+        tombstone.
         """
         try:
-            self.erase_thread(thread_id, store_namespaces=self._default_namespaces(thread_id))
+            self.erase_thread(thread_id)
         except NothingToEraseError as exc:
             log.info("delete_thread: %s", exc.message)
 
@@ -126,9 +134,10 @@ class ThreadMethods(Attesting):
         return self._journal_receipts_flow(thread_id)
 
     def digest_thread(
-        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
+        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] | None = None
     ) -> ThreadDigest:
-        """The measurement an erasure would take now, without deleting anything.
+        """The measurement an erasure would take now, without deleting anything (the
+        store scope as for ``erase_thread``: ``namespaces_for`` unless given).
 
         Read-only: it writes nothing and installs nothing (SQLite: it also works on a
         ``mode=ro`` connection and raises ``NotALangGraphDatabaseError`` for a database
@@ -141,7 +150,7 @@ class ThreadMethods(Attesting):
     def export_leaves(
         self,
         thread_id: str,
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         *,
         select: Select | None = None,
     ) -> list[LeafRecord]:
@@ -176,7 +185,7 @@ class AsyncThreadMethods(AsyncFlows):
         self,
         thread_id: str,
         *,
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         tombstone: bool = True,
         allow_empty: bool = False,
         residue_scan: ResidueScan | None = None,
@@ -195,12 +204,10 @@ class AsyncThreadMethods(AsyncFlows):
         return receipt
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Attested ``adelete_thread``: erases with ``namespaces_for(thread_id)``; a thread
-        with no stored rows is a no-op (no receipt, no tombstone)."""
+        """Attested ``adelete_thread``: ``aerase_thread(thread_id)``; a thread with no
+        stored rows is a no-op (nothing erased, no receipt, no tombstone)."""
         try:
-            await self.aerase_thread(
-                thread_id, store_namespaces=self._default_namespaces(thread_id)
-            )
+            await self.aerase_thread(thread_id)
         except NothingToEraseError as exc:
             log.info("adelete_thread: %s", exc.message)
 
@@ -229,7 +236,7 @@ class AsyncThreadMethods(AsyncFlows):
         return await self._flow(self._journal_receipts_flow, thread_id)
 
     async def adigest_thread(
-        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] = ()
+        self, thread_id: str, store_namespaces: Iterable[Sequence[str]] | None = None
     ) -> ThreadDigest:
         """Async :meth:`ThreadMethods.digest_thread` (read-only too)."""
         request = self._request(thread_id, store_namespaces, False)
@@ -239,7 +246,7 @@ class AsyncThreadMethods(AsyncFlows):
     async def aexport_leaves(
         self,
         thread_id: str,
-        store_namespaces: Iterable[Sequence[str]] = (),
+        store_namespaces: Iterable[Sequence[str]] | None = None,
         *,
         select: Select | None = None,
     ) -> list[LeafRecord]:

@@ -2044,6 +2044,12 @@ def _duration(option: str, value: str) -> Any:
     return timedelta(seconds=int(m.group(1)) * _DURATION_UNITS[m.group(2)])
 
 
+def _short(thread_id: str) -> str:
+    from .history import _short as short
+
+    return short(thread_id)
+
+
 class _SweepBar:
     """The progress of one sweep on stderr, only when stderr is a terminal."""
 
@@ -2161,7 +2167,7 @@ def retention(
                    f"{r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
                    f"skipped: {skipped}")  # fmt: skip
         for tid, msg in r.failures:
-            typer.echo(f"receipt: error: thread {tid!r}: {msg}", err=True)
+            typer.echo(f"receipt: error: thread {_short(tid)}: {msg}", err=True)
     where = "" if dry_run or archive is None else f" in {archive}"
     typer.echo(f"total    {totals['threads']} threads, {totals['rows']} rows, "
                f"{totals['bytes']} bytes, {totals['receipts']} receipts{where}")  # fmt: skip

@@ -36,7 +36,7 @@ from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueSc
 from .backends.keep_latest import DeltaChannelError, KeepLatest
 from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
-from .receipt import Receipt
+from .receipt import MAX_THREAD_ID, Receipt
 
 if TYPE_CHECKING:
     from .request import Authorization, RequestContext
@@ -103,7 +103,8 @@ class SweepEvent(NamedTuple):
     it was skipped: ``nothing_to_remove``, ``became_active`` (a newer checkpoint),
     ``active`` (a run, e.g. a resume, may be going on: see ``run_in_flight`` of the
     backends), ``invalid_id`` (``""`` or not valid text: no request can name it),
-    ``undated``, ``delta_channel``, ``failed``."""
+    ``undated``, ``delta_channel``, ``failed`` (counted in ``SweepResult.failed``: the
+    erasure failed, or the id is too long for a receipt; the sweep goes on)."""
     rows: int = 0
     bytes: int = 0
     receipt_id: str | None = None
@@ -188,6 +189,13 @@ def _valid_thread_id(thread_id: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _short(thread_id: str, limit: int = 80) -> str:
+    """A thread id for a log or error line: ``repr``, cut to ``limit`` characters."""
+    if len(thread_id) <= limit:
+        return repr(thread_id)
+    return f"{thread_id[:limit]!r}... ({len(thread_id)} characters)"
 
 
 def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
@@ -471,6 +479,14 @@ class HistoryFlows(Attesting):
             result._skip("invalid_id")
             log.warning("retention sweep: thread id %r cannot be erased by id; skipped", tid)
             return SweepEvent(tid, "invalid_id", latest=latest)
+        if len(tid) > MAX_THREAD_ID:
+            # LangGraph stores it, a receipt cannot name it: due for erasure but not
+            # erasable, so a failure (the operator must act), not a silent skip.
+            why = (f"thread id is {len(tid)} characters, over the {MAX_THREAD_ID} a receipt "
+                   "can name; not erased")  # fmt: skip
+            result._fail(tid, why)
+            log.warning("retention sweep: thread %s failed: %s", _short(tid), why)
+            return SweepEvent(tid, "failed", latest=latest)
         done = "pruned" if mode == "history" else "erased"
         try:
             if mode == "history":
@@ -504,7 +520,12 @@ class HistoryFlows(Attesting):
                 result._skip(active.reason)
                 return SweepEvent(tid, active.reason, latest=latest)
             result._fail(tid, exc.message)
-            log.warning("retention sweep: thread %r failed: %s", tid, exc.message)
+            log.warning("retention sweep: thread %s failed: %s", _short(tid), exc.message)
+            return SweepEvent(tid, "failed", latest=latest)
+        except Exception as exc:  # one bad thread must not stop the sweep
+            message = f"{type(exc).__name__}: {exc}"
+            result._fail(tid, message)
+            log.warning("retention sweep: thread %s failed: %s", _short(tid), message)
             return SweepEvent(tid, "failed", latest=latest)
         pre = receipt.predicate["pre_state"]
         nbytes = sum(int(t["bytes"]) for t in pre["tables"].values())

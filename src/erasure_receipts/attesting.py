@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import os
 import random
 import tempfile
@@ -135,6 +136,45 @@ def check_archive(archive: Path | ReceiptLog | None) -> None:
         raise ConfigurationError(
             f"archive {str(archive)!r} is not writable: {exc.strerror or exc}"
         ) from None
+
+
+def _parse_time(t: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _parse_pending(
+    receipt_id: str, issued_at: str, entry: str, statement: str | None
+) -> tuple[datetime | None, str | None]:
+    """An open journal row's time, or why the row cannot be recovered as it is (text
+    that is not UTF-8, a time or JSON that does not parse)."""
+    for name, text in (("receipt_id", receipt_id), ("issued_at", issued_at),
+                       ("entry", entry), ("statement", statement)):  # fmt: skip
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            return None, f"{name} is not valid UTF-8"
+    issued = _parse_time(issued_at)
+    if issued is None:
+        return None, f"issued_at {issued_at[:40]!r} is not an RFC 3339 time"
+    try:
+        if statement is None:
+            request_from_journal(entry)
+        elif not isinstance(json.loads(statement), dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, KeyError, TypeError) as exc:
+        what = "entry" if statement is None else "statement"
+        return None, f"{what} does not parse ({type(exc).__name__}: {str(exc)[:80]})"
+    return issued, None
+
+
+def _display_id(receipt_id: str) -> str:
+    """A journal row's receipt id as text that can be printed (a damaged SQLite row's
+    bytes that are not UTF-8 as ``\\xNN``)."""
+    return receipt_id.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _after(a: str, b: str) -> bool:
@@ -485,13 +525,24 @@ class Attesting:
         return receipt
 
     def _recover_flow(self, min_age_seconds: float) -> list[Receipt]:
-        cutoff = format_time(self._now() - timedelta(seconds=min_age_seconds))
-        pending = self._db(self._journal.pending_journal, cutoff)
+        cutoff = self._now() - timedelta(seconds=min_age_seconds)
+        pending, unparsable = [], {}
+        # Every open entry is read and checked here, not filtered in SQL: an entry whose
+        # time or text cannot be read is named, never silently passed over.
+        for row in self._db(self._journal.pending_journal):
+            issued, why = _parse_pending(*row)
+            if why is not None:
+                unparsable[_display_id(row[0])] = why
+            elif issued is not None and issued < cutoff:
+                pending.append(row)
         if pending:
             self._preflight()
             log.info("recovering %d journaled erasure(s) without a receipt", len(pending))
+        for rid, why in unparsable.items():
+            log.warning("journal entry %s is unparsable (%s); left as it is", rid, why)
         out: list[Receipt] = []
-        failures: dict[str, str] = {}
+        failures = {rid: f"unparsable journal entry ({why}); left as it is"
+                    for rid, why in unparsable.items()}  # fmt: skip
         for receipt_id, issued_at, entry, statement in pending:
             try:  # one entry that cannot be attested must not block the others
                 if statement is None:
@@ -517,6 +568,7 @@ class Attesting:
                 f"({len(out)} recovered): "
                 + "; ".join(f"{rid}: {why}" for rid, why in failures.items()),
                 recovered=out,
+                unparsable=list(unparsable),
             )
         return out
 
@@ -534,14 +586,20 @@ class Attesting:
     def _pending_flow(self) -> list[PendingErasure]:
         now = self._now()
         out = []
-        for receipt_id, issued_at, _, _ in self._db(self._journal.pending_journal):
-            t = datetime.fromisoformat(issued_at.replace("Z", "+00:00"))
-            out.append(PendingErasure(receipt_id, issued_at, (now - t).total_seconds()))
+        for row in self._db(self._journal.pending_journal):
+            t, why = _parse_pending(*row)
+            age = math.inf if t is None or why is not None else (now - t).total_seconds()
+            out.append(PendingErasure(_display_id(row[0]), row[1], age))
         return out
 
     def _journal_receipts_flow(self, thread_id: str | None) -> list[Receipt]:
-        blobs = self._db(self._journal.journal_receipts, thread_id)
-        return [Receipt.from_json(b) for b in blobs]
+        out = []
+        for blob in self._db(self._journal.journal_receipts, thread_id):
+            try:  # one damaged row must not hide the other receipts
+                out.append(Receipt.from_json(blob))
+            except Error as exc:
+                log.warning("a receipt kept in the journal is unparsable: %s", exc.message)
+        return out
 
     def _export_flow(
         self, request: ErasureRequest, select: Callable[[str, tuple[Any, ...]], bool] | None

@@ -87,7 +87,9 @@ class ThreadMethods(Attesting):
         the scope is re-verified now (``raw_rows_zero_at_recovery``) and the receipt
         issued under the original id, time and pre-state digest. Entries that cannot be
         attested stay open and are listed in the ``ErasureIncompleteError`` raised at the
-        end, whose ``recovered`` attribute holds the receipts that were issued.
+        end, whose ``recovered`` attribute holds the receipts that were issued and
+        ``unparsable`` the receipt ids of entries that could not be read (not UTF-8, a
+        time or JSON that does not parse: left as they are, the others still recovered).
         """
         self._prepare()
         return self._recover_flow(min_age_seconds)

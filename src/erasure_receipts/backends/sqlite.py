@@ -149,13 +149,17 @@ def journal_receipts(conn: sqlite3.Connection, thread_id: str | None = None) -> 
     """The signed receipts kept in the journal, oldest first (optionally of one thread)."""
     where, params = ("AND thread_id = ?", (thread_id,)) if thread_id is not None else ("", ())
     rows = conn.execute(
-        f"SELECT receipt FROM erasure_journal WHERE receipt IS NOT NULL {where} "
+        f"SELECT CAST(receipt AS BLOB) FROM erasure_journal WHERE receipt IS NOT NULL {where} "
         "ORDER BY issued_at, receipt_id",
         params,
     ).fetchall()
+    enc = text_encoding(conn)
     if conn.in_transaction:
         conn.commit()  # end the implicit read transaction
-    return [str(r[0]).encode("utf-8") for r in rows]
+    # Bytes as stored (a damaged row fails to parse on its own, not the query).
+    if enc == "utf-8":
+        return [bytes(r[0]) for r in rows]
+    return [bytes(r[0]).decode(enc, "replace").encode() for r in rows]
 
 
 def pending_journal(
@@ -166,12 +170,22 @@ def pending_journal(
     signing in another process is younger than any sensible lease)."""
     cutoff, params = ("AND issued_at < ?", (older_than,)) if older_than else ("", ())
     with _autocommit(conn):
+        # As stored bytes: one row whose text is not valid (a damaged or foreign write)
+        # must not fail the whole query; it is decoded with lone surrogates, named by
+        # the caller and left alone.
         rows = conn.execute(
-            "SELECT receipt_id, issued_at, entry, statement FROM erasure_journal "
+            "SELECT CAST(receipt_id AS BLOB), CAST(issued_at AS BLOB), CAST(entry AS BLOB), "
+            "CAST(statement AS BLOB) FROM erasure_journal "
             f"WHERE receipt_sha256 IS NULL {cutoff} ORDER BY issued_at, receipt_id",
             params,
         ).fetchall()
-    return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+        enc = text_encoding(conn)
+    errors = "surrogateescape" if enc == "utf-8" else "surrogatepass"
+
+    def text(v: Any) -> str:
+        return bytes(v or b"").decode(enc, errors)
+
+    return [(text(a), text(b), text(c), None if d is None else text(d)) for a, b, c, d in rows]
 
 
 def reopen(conn: sqlite3.Connection, thread_id: str) -> bool:

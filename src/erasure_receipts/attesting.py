@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from langgraph.store.base import BaseStore
 
-from . import __version__
+from . import __version__, lease
 from .backends.store import PAGE_SIZE, acount_items, count_items
 from .engine import (
     ErasureBackend,
@@ -513,7 +513,13 @@ class Attesting:
     # -- the flows --------------------------------------------------------------------------
 
     def _erase_flow(self, request: ErasureRequest, residue_scan: ResidueScan) -> Receipt:
-        outcome, namespaces = self._db(self._phase_one, request, residue_scan)
+        with lease.owner_scope(self._release_lease) as leases:
+            return self._erase_leased(request, residue_scan, leases)
+
+    def _erase_leased(
+        self, request: ErasureRequest, residue_scan: ResidueScan, leases: list[tuple[str, Any]]
+    ) -> Receipt:
+        outcome, namespaces = self._db(lease.bind(leases, self._phase_one), request, residue_scan)
         try:
             api = self._api_checks(request, namespaces)
             statement = self._statement_of(outcome, api)
@@ -523,6 +529,30 @@ class Attesting:
         receipt = self._sign(statement)
         self._mark_issued(receipt)
         return receipt
+
+    # -- leases on open journal entries (lease.py) -------------------------------------
+
+    def _take_lease(self, receipt_id: str) -> Any:
+        """Lease an open entry for recovery: None if its erasure (or another recovery)
+        still holds it, in this process or another."""
+        if not lease.claim(receipt_id):
+            return None
+        try:
+            token = self._db(self._journal.take_lease, receipt_id)
+        except BaseException:
+            lease.drop(receipt_id)
+            raise
+        if token is None:
+            lease.drop(receipt_id)
+        return token
+
+    def _release_lease(self, receipt_id: str, token: Any) -> None:
+        try:
+            self._db(self._journal.release_lease, receipt_id, token)
+        except Exception as exc:  # it ends with the connection or process anyway
+            log.warning("lease on journal entry %s not released: %s", receipt_id, exc)
+        finally:
+            lease.drop(receipt_id)
 
     def _recover_flow(self, min_age_seconds: float) -> list[Receipt]:
         cutoff = self._now() - timedelta(seconds=min_age_seconds)
@@ -543,25 +573,30 @@ class Attesting:
         out: list[Receipt] = []
         failures = {rid: f"unparsable journal entry ({why}); left as it is"
                     for rid, why in unparsable.items()}  # fmt: skip
+        in_flight = 0
         for receipt_id, issued_at, entry, statement in pending:
-            try:  # one entry that cannot be attested must not block the others
-                if statement is None:
-                    request = request_from_journal(entry)
-                    if request.store_namespaces and self.store is None:
-                        raise ErasureIncompleteError(
-                            "this journal entry covers store namespaces; recover with the "
-                            "same store= as the erasure"
-                        )
-                    outcome = self._db(self._resume, receipt_id, issued_at, entry)
-                    statement = self._statement_of(outcome, self._api_checks(request, set()))
-                    statement = self._db(self._journal.record_statement, receipt_id, statement)
-                self._redact_entry(receipt_id, entry)
-                receipt = self._sign(statement)
+            # Only entries whose erasure is gone: one still running holds its lease
+            # (and another recovery holds the lease of the entry it completes).
+            try:
+                held = self._take_lease(receipt_id)
+            except Exception as exc:  # e.g. no lease file can be made: this one waits
+                failures[receipt_id] = f"cannot lease the journal entry: {exc!r}"
+                continue
+            if held is None:
+                in_flight += 1
+                continue
+            try:
+                receipt = self._recover_one(receipt_id, issued_at, entry, statement)
             except Exception as exc:
                 failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
                 continue
-            self._mark_issued(receipt)
-            out.append(receipt)
+            finally:
+                self._release_lease(receipt_id, held)
+            if receipt is not None:
+                out.append(receipt)
+        if in_flight:
+            log.info("%d journaled erasure(s) skipped: still held by a running erasure or "
+                     "recovery", in_flight)  # fmt: skip
         if failures:
             raise ErasureIncompleteError(
                 f"{len(failures)} journaled erasure(s) could not be attested "
@@ -571,6 +606,28 @@ class Attesting:
                 unparsable=list(unparsable),
             )
         return out
+
+    def _recover_one(
+        self, receipt_id: str, issued_at: str, entry: str, statement: str | None
+    ) -> Receipt | None:
+        """Complete one leased open entry; None if it was completed meanwhile (by its
+        erasure, or a recovery that released it just now)."""
+        if not self._db(self._journal.still_pending, receipt_id):
+            return None
+        if statement is None:
+            request = request_from_journal(entry)
+            if request.store_namespaces and self.store is None:
+                raise ErasureIncompleteError(
+                    "this journal entry covers store namespaces; recover with the "
+                    "same store= as the erasure"
+                )
+            outcome = self._db(self._resume, receipt_id, issued_at, entry)
+            statement = self._statement_of(outcome, self._api_checks(request, set()))
+            statement = self._db(self._journal.record_statement, receipt_id, statement)
+        self._redact_entry(receipt_id, entry)
+        receipt = self._sign(statement)
+        self._mark_issued(receipt)
+        return receipt
 
     def _redact_entry(self, receipt_id: str, entry: str) -> None:
         """Privacy mode: once the statement is journaled, the entry's raw ids go."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import __version__
+from . import __version__, lease
 from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueScan
 from .backends.keep_latest import DeltaChannelError, KeepLatest
 from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
@@ -330,8 +330,19 @@ class HistoryFlows(Attesting):
     ) -> Receipt:
         """Measure, delete, commit, check, sign and archive one erasure (the shape of
         ``Attesting._erase_flow``); a history erasure's API checks use its kept set."""
+        with lease.owner_scope(self._release_lease) as leases:
+            return self._attested_leased(request, residue_scan, guard, leases)
+
+    def _attested_leased(
+        self,
+        request: ErasureRequest,
+        residue_scan: ResidueScan,
+        guard: Guard | None,
+        leases: list[tuple[str, Any]],
+    ) -> Receipt:
         try:
-            outcome, namespaces = self._db(self._guarded_phase_one, request, residue_scan, guard)
+            phase_one = lease.bind(leases, self._guarded_phase_one)
+            outcome, namespaces = self._db(phase_one, request, residue_scan, guard)
         except ErasureIncompleteError as exc:
             delta = _cause(exc, DeltaChannelError)
             if delta is not None:

@@ -38,6 +38,7 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import tuple_row
 
+from .. import lease
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
@@ -457,6 +458,33 @@ def pending_journal(
         params,
     )
     return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+
+
+LEASE_CLASS = ADVISORY_CLASS + 1
+"""Advisory-lock class of the leases on open journal entries (``erasure_receipts.lease``)."""
+
+
+def take_lease(session: Session, receipt_id: str) -> bool | None:
+    """Lease an open journal entry: a session-level advisory lock keyed by its receipt
+    id, held until released or until the holder's connection ends (a killed owner's
+    lease ends with it). None if another session holds it."""
+    rows = session.query("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
+    return True if rows and rows[0][0] else None
+
+
+def release_lease(session: Session, receipt_id: str, token: Any) -> None:
+    """End a lease taken by :func:`take_lease` (on the same connection: with a pool, a
+    lease whose release lands on another connection ends with the one that holds it)."""
+    session.query("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
+
+
+def still_pending(session: Session, receipt_id: str) -> bool:
+    """Whether the journal entry is still open (no receipt marked issued)."""
+    rows = session.query(
+        "SELECT 1 FROM erasure_journal WHERE receipt_id = %s AND receipt_sha256 IS NULL",
+        (receipt_id,),
+    )
+    return bool(rows)
 
 
 def reopen(session: Session, thread_id: str) -> bool:
@@ -896,7 +924,12 @@ class PostgresBackend:
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         """Insert the journal entry; it commits with the deletion, so a receipt can still
-        be issued after a crash."""
+        be issued after a crash. Leased first (before the commit makes it visible), so
+        no recovery completes it while this erasure is running."""
+        if lease.owning():
+            if take_lease(self.session, receipt_id) is None:
+                raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
+            lease.owned(receipt_id, True)
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",

@@ -15,11 +15,17 @@ import hashlib
 import json
 import os
 import sqlite3
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the in-process lease only
+    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import lease
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
@@ -186,6 +192,55 @@ def pending_journal(
         return bytes(v or b"").decode(enc, errors)
 
     return [(text(a), text(b), text(c), None if d is None else text(d)) for a, b, c, d in rows]
+
+
+_NO_FILE = "in-process"
+"""The lease token of a database without a file (``:memory:``: no other process sees
+it) or a platform without ``flock``: the in-process lease only."""
+
+
+def take_lease(conn: sqlite3.Connection, receipt_id: str) -> Any:
+    """Lease an open journal entry: an exclusive ``flock`` on ``<db>-lease-<receipt
+    id>``, held until released or until the holder dies (the kernel drops it). Returns
+    the token for :func:`release_lease`, or None if another process holds it."""
+    path = database_path(conn)
+    if path == ":memory:" or fcntl is None:
+        return _NO_FILE
+    name = f"{path}-lease-{receipt_id}"
+    fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Locked, but maybe a file its holder removed meanwhile: only the file at the
+        # path counts (its holder removes it on release, while still holding it).
+        if os.fstat(fd).st_ino != os.stat(name).st_ino:
+            raise BlockingIOError
+    except OSError:
+        os.close(fd)
+        return None
+    return (fd, name)
+
+
+def release_lease(conn: sqlite3.Connection, receipt_id: str, token: Any) -> None:
+    """End a lease taken by :func:`take_lease` (the lease file is removed)."""
+    if token == _NO_FILE:
+        return
+    fd, name = token
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def still_pending(conn: sqlite3.Connection, receipt_id: str) -> bool:
+    """Whether the journal entry is still open (no receipt marked issued)."""
+    with _autocommit(conn):
+        row = conn.execute(
+            "SELECT 1 FROM erasure_journal WHERE receipt_id = ? AND receipt_sha256 IS NULL",
+            (receipt_id,),
+        ).fetchone()
+    return row is not None
 
 
 def reopen(conn: sqlite3.Connection, thread_id: str) -> bool:
@@ -740,7 +795,13 @@ class SqliteBackend:
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         """Insert the journal entry; it commits with the deletion, so a receipt can still
-        be issued after a crash."""
+        be issued after a crash. Leased first (before the commit makes it visible), so
+        no recovery completes it while this erasure is running."""
+        if lease.owning():
+            token = take_lease(self.conn, receipt_id)
+            if token is None:
+                raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
+            lease.owned(receipt_id, token)
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (?, ?, ?, ?)",

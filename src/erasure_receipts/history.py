@@ -418,9 +418,11 @@ class HistoryFlows(Attesting):
         ``idle``) or its history (``history``), one receipt per thread.
 
         Resumable: it first issues the receipts of erasures that committed without one
-        (a sweep killed after a commit), then selects again; an erased thread has no
-        checkpoint left, a pruned one nothing older than its latest, so a re-run skips
-        what is done and never issues a second receipt for it. Inside each erasure's
+        (a sweep killed after a commit; not those of erasures still running, here or in
+        another process: they hold their journal entry's lease), then selects again; an
+        erased thread has no checkpoint left, a pruned one nothing older than its
+        latest, so a re-run skips what is done and never issues a second receipt for
+        it. Inside each erasure's
         transaction, under its write lock, the thread is checked to be still idle."""
         if limit is not None and limit < 0:
             raise ConfigurationError("limit= must not be negative")

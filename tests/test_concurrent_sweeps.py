@@ -209,3 +209,33 @@ def test_a_killed_sweeps_entry_is_recovered_by_the_next(
     if backend == "sqlite":
         assert not list(tmp_path.glob("app.db-lease-*"))
     assert os.path.exists(f"{gate}.signing")
+
+
+def test_pg_leases_are_released_with_a_connection_pool(
+    pg_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a pool, each call may get another connection: every lease is still released
+    on the connection that holds it (none is left in ``pg_locks``)."""
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    from erasure_receipts import AttestingPostgresSaver
+    from erasure_receipts.backends.postgres import LEASE_CLASS
+    from pg_helpers import connect
+
+    _pg_old_threads(pg_db, monkeypatch, IDLE)
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with ConnectionPool(pg_db, kwargs=kwargs, min_size=3, max_size=3) as pool:
+        saver = AttestingPostgresSaver(pool, signer=Signer.from_seed(SEED),
+                                       archive=tmp_path / "archive-a")  # fmt: skip
+        saver.setup()
+        result = saver.erase_idle_threads(timedelta(days=30))
+        assert result.receipts == len(IDLE) and result.ok
+        with connect(pg_db) as c:
+            held = c.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND classid = %s AND objsubid = 2",
+                (LEASE_CLASS,),
+            ).fetchone()
+        assert held == (0,)
+    assert _receipts_per_thread(tmp_path) == Counter({t: 1 for t in IDLE})

@@ -945,7 +945,7 @@ def recover(
              unparsable=unparsable)  # fmt: skip
     if as_json:
         _emit_json({"ok": True, "exit_code": 0, "recovered": recovered, "exported": exported,
-                    "skipped": skip_doc, "unparsable": []})  # fmt: skip
+                    "skipped": skip_doc})  # fmt: skip
 
 
 # -- four-eyes authorization (RECEIPT_SPEC.md 9.6) ---------------------------------------

@@ -464,18 +464,25 @@ LEASE_CLASS = ADVISORY_CLASS + 1
 """Advisory-lock class of the leases on open journal entries (``erasure_receipts.lease``)."""
 
 
-def take_lease(session: Session, receipt_id: str) -> bool | None:
+def take_lease(session: Session, receipt_id: str) -> Session | None:
     """Lease an open journal entry: a session-level advisory lock keyed by its receipt
     id, held until released or until the holder's connection ends (a killed owner's
-    lease ends with it). None if another session holds it."""
-    rows = session.query("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
-    return True if rows and rows[0][0] else None
+    lease ends with it). Returns the session holding it (the token for
+    :func:`release_lease`), or None if another session holds it."""
+    sql = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+    rows = session.query(sql, (LEASE_CLASS, receipt_id))
+    return session if rows and rows[0][0] else None
 
 
 def release_lease(session: Session, receipt_id: str, token: Any) -> None:
-    """End a lease taken by :func:`take_lease` (on the same connection: with a pool, a
-    lease whose release lands on another connection ends with the one that holds it)."""
-    session.query("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
+    """End a lease taken by :func:`take_lease`, on the connection that holds it: with a
+    pool, later calls may get other connections, where an unlock would do nothing."""
+    holder: Session = session
+    if isinstance(token, SyncSession | AsyncBridgeSession):
+        if token.conn.closed:
+            return  # the lease ended with its connection
+        holder = token
+    holder.query("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
 
 
 def still_pending(session: Session, receipt_id: str) -> bool:
@@ -927,9 +934,10 @@ class PostgresBackend:
         be issued after a crash. Leased first (before the commit makes it visible), so
         no recovery completes it while this erasure is running."""
         if lease.owning():
-            if take_lease(self.session, receipt_id) is None:
+            holder = take_lease(self.session, receipt_id)
+            if holder is None:
                 raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
-            lease.owned(receipt_id, True)
+            lease.owned(receipt_id, holder)
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",

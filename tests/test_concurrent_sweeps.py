@@ -12,6 +12,7 @@ sweep's entries are still recovered by the next sweep (the lease dies with its o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -27,7 +28,12 @@ from typing import Any
 
 import pytest
 
-from erasure_receipts import AttestingSqliteSaver, Signer, verify_receipt
+from erasure_receipts import (
+    AsyncAttestingSqliteSaver,
+    AttestingSqliteSaver,
+    Signer,
+    verify_receipt,
+)
 from test_retention_review import _pg_old_threads, old_sqlite_db
 
 SEED = bytes(range(32))
@@ -138,9 +144,11 @@ def test_two_sweep_processes_on_one_postgres_database(
     _check(results, _pg_journal(pg_db), tmp_path)
 
 
+@pytest.mark.parametrize("a_is_async", [False, True])
 def test_two_sweep_threads_with_their_own_connections(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    a_is_async: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """In one process (the async saver's erasure runs on aiosqlite's own thread)."""
     db = old_sqlite_db(tmp_path / "app.db", monkeypatch, IDLE)
     signing, go = threading.Event(), threading.Event()
     calls = [0]
@@ -158,10 +166,20 @@ def test_two_sweep_threads_with_their_own_connections(
     results: list[dict[str, Any]] = []
 
     def sweep_a() -> None:
+        if a_is_async:
+            asyncio.run(async_sweep_a())
+            return
         with AttestingSqliteSaver.from_conn_string(
             str(db), signer=SlowSigner.from_seed(SEED), archive=tmp_path / "archive-a"
         ) as saver:
             results.insert(0, saver.erase_idle_threads(timedelta(days=30)).to_json())
+
+    async def async_sweep_a() -> None:
+        async with AsyncAttestingSqliteSaver.from_conn_string(
+            str(db), signer=SlowSigner.from_seed(SEED), archive=tmp_path / "archive-a"
+        ) as saver:
+            result = await saver.aerase_idle_threads(timedelta(days=30))
+            results.insert(0, result.to_json())
 
     a = threading.Thread(target=sweep_a)
     a.start()

@@ -88,6 +88,7 @@ class PendingErasure(NamedTuple):
     receipt_id: str
     issued_at: str
     age_seconds: float
+    """``inf`` for an entry whose time cannot be read (``recover_receipts`` names it)."""
 
 
 @dataclass(frozen=True)
@@ -149,15 +150,15 @@ def _parse_time(t: str) -> datetime | None:
 def _parse_pending(
     receipt_id: str, issued_at: str, entry: str, statement: str | None
 ) -> tuple[datetime | None, str | None]:
-    """An open journal row's time, or why the row cannot be recovered as it is (text
-    that is not UTF-8, a time or JSON that does not parse)."""
+    """An open journal row's time (None if unreadable), and why the row cannot be
+    recovered as it is (text that is not UTF-8, a time or JSON that does not parse)."""
+    issued = _parse_time(issued_at)
     for name, text in (("receipt_id", receipt_id), ("issued_at", issued_at),
                        ("entry", entry), ("statement", statement)):  # fmt: skip
         try:
             (text or "").encode("utf-8")
         except UnicodeEncodeError:
-            return None, f"{name} is not valid UTF-8"
-    issued = _parse_time(issued_at)
+            return issued, f"{name} is not valid UTF-8"
     if issued is None:
         return None, f"issued_at {issued_at[:40]!r} is not an RFC 3339 time"
     try:
@@ -167,13 +168,13 @@ def _parse_pending(
             raise ValueError("not a JSON object")
     except (ValueError, KeyError, TypeError) as exc:
         what = "entry" if statement is None else "statement"
-        return None, f"{what} does not parse ({type(exc).__name__}: {str(exc)[:80]})"
+        return issued, f"{what} does not parse ({type(exc).__name__}: {str(exc)[:80]})"
     return issued, None
 
 
 def _display_id(receipt_id: str) -> str:
-    """A journal row's receipt id as text that can be printed (a damaged SQLite row's
-    bytes that are not UTF-8 as ``\\xNN``)."""
+    """A journal row's receipt id (or time) as text that can be printed (a damaged
+    SQLite row's bytes that are not UTF-8 as ``\\xNN``)."""
     return receipt_id.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -644,9 +645,9 @@ class Attesting:
         now = self._now()
         out = []
         for row in self._db(self._journal.pending_journal):
-            t, why = _parse_pending(*row)
-            age = math.inf if t is None or why is not None else (now - t).total_seconds()
-            out.append(PendingErasure(_display_id(row[0]), row[1], age))
+            t, _ = _parse_pending(*row)
+            age = math.inf if t is None else (now - t).total_seconds()
+            out.append(PendingErasure(_display_id(row[0]), _display_id(row[1]), age))
         return out
 
     def _journal_receipts_flow(self, thread_id: str | None) -> list[Receipt]:
@@ -654,8 +655,8 @@ class Attesting:
         for blob in self._db(self._journal.journal_receipts, thread_id):
             try:  # one damaged row must not hide the other receipts
                 out.append(Receipt.from_json(blob))
-            except Error as exc:
-                log.warning("a receipt kept in the journal is unparsable: %s", exc.message)
+            except (Error, ValueError) as exc:
+                log.warning("a receipt kept in the journal is unparsable: %s", exc)
         return out
 
     def _export_flow(

@@ -46,6 +46,7 @@ from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
 __all__ = [
     "ADVISORY_CLASS",
     "CHECKPOINT_TABLES",
+    "LEASE_CLASS",
     "RETRYABLE",
     "TOMBSTONE_MESSAGE",
     "AsyncBridgeSession",
@@ -71,9 +72,12 @@ __all__ = [
     "purge_journal",
     "record_statement",
     "redact_journal",
+    "release_lease",
     "reopen",
     "run_in_flight",
     "server_identity",
+    "still_pending",
+    "take_lease",
     "threads_by_metadata",
 ]
 

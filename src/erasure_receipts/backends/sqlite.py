@@ -15,11 +15,6 @@ import hashlib
 import json
 import os
 import sqlite3
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the in-process lease only
-    fcntl = None  # type: ignore[assignment]
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +25,11 @@ from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
 from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the in-process lease only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
@@ -52,9 +52,12 @@ __all__ = [
     "purge_journal",
     "record_statement",
     "redact_journal",
+    "release_lease",
     "reopen",
     "run_in_flight",
     "scrub",
+    "still_pending",
+    "take_lease",
     "threads_by_metadata",
 ]
 

@@ -527,16 +527,12 @@ class HistoryFlows(Attesting):
         except DeltaChannelError:
             result._skip("delta_channel")
             return SweepEvent(tid, "delta_channel", latest=latest)
-        except Error as exc:
+        except Exception as exc:  # one bad thread must not stop the sweep
             active = _cause(exc, _BecameActive)
             if isinstance(active, _BecameActive):
                 result._skip(active.reason)
                 return SweepEvent(tid, active.reason, latest=latest)
-            result._fail(tid, exc.message)
-            log.warning("retention sweep: thread %s failed: %s", _short(tid), exc.message)
-            return SweepEvent(tid, "failed", latest=latest)
-        except Exception as exc:  # one bad thread must not stop the sweep
-            message = f"{type(exc).__name__}: {exc}"
+            message = exc.message if isinstance(exc, Error) else f"{type(exc).__name__}: {exc}"
             result._fail(tid, message)
             log.warning("retention sweep: thread %s failed: %s", _short(tid), message)
             return SweepEvent(tid, "failed", latest=latest)

@@ -47,6 +47,7 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -962,8 +963,10 @@ def recover(
             err=True,
         )
     if failure is not None:
+        unparsable = failure.unparsable if isinstance(failure, ErasureIncompleteError) else []
         _die(f"[{failure.reason}] {failure.message}", EXIT_INVALID, reason=failure.reason,
-             recovered=recovered, exported=exported, skipped=skip_doc)  # fmt: skip
+             recovered=recovered, exported=exported, skipped=skip_doc,
+             unparsable=unparsable)  # fmt: skip
     if as_json:
         _emit_json({"ok": True, "exit_code": 0, "recovered": recovered, "exported": exported,
                     "skipped": skip_doc})  # fmt: skip
@@ -2096,23 +2099,67 @@ def _duration(option: str, value: str) -> Any:
     return timedelta(seconds=int(m.group(1)) * _DURATION_UNITS[m.group(2)])
 
 
+def _short(thread_id: str) -> str:
+    from .history import _short as short
+
+    return short(thread_id)
+
+
 class _SweepBar:
-    """The progress of one sweep on stderr, only when stderr is a terminal."""
+    """The progress of one sweep on stderr: a bar with rate and ETA on a terminal,
+    otherwise one line every ``interval`` seconds (so a long sweep under cron or CI
+    shows it is alive; a short one prints nothing). stdout is never written.
 
-    def __init__(self, label: str, total: int) -> None:
-        from .cli import _Progress
+    With ``limit`` the unit is what the limit counts (threads erased or pruned) and the
+    total is at most ``limit``; otherwise every thread looked at, of all candidates."""
 
-        self.label, self.done = label, 0
-        self.bar = _Progress(total)
-        if self.bar.on:
+    interval = 5.0
+    """Seconds between progress lines without a terminal."""
+
+    def __init__(self, label: str, candidates: int, limit: int | None) -> None:
+        self.label, self.limit, self.done = label, limit, 0
+        self.total = candidates if limit is None else min(limit, candidates)
+        self.tty = sys.stderr.isatty()
+        self.start = self.last = time.monotonic()
+        self.shown = -1  # the count last drawn
+        if self.tty and self.total > 1:
             sys.stderr.write(f"{label}\n")
 
+    def _rate_eta(self, now: float) -> str:
+        elapsed = now - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = "?"
+        if rate > 0:
+            left = max(0, round((self.total - self.done) / rate))
+            eta = f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+        return f"{rate:.1f}/s ETA {eta}"
+
     def __call__(self, event: Any) -> None:
-        self.done += 1
-        self.bar.update(min(self.done, self.bar.total))
+        if self.limit is not None and not event.outcome.endswith(("erased", "pruned")):
+            return  # skipped or failed: not counted by --limit
+        self.done = min(self.done + 1, self.total)
+        now = time.monotonic()
+        if self.tty:
+            if self.total > 1 and (now - self.last >= 0.1 or self.done == self.total):
+                self._draw(now)
+        elif now - self.last >= self.interval:
+            sys.stderr.write(f"{self.label}: {self.done}/{self.total} threads, "
+                             f"{self._rate_eta(now)}\n")  # fmt: skip
+            sys.stderr.flush()
+            self.last = now
+
+    def _draw(self, now: float) -> None:
+        width = 30
+        filled = width * self.done // self.total
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {self._rate_eta(now)}\x1b[K")
+        sys.stderr.flush()
+        self.last, self.shown = now, self.done
 
     def close(self) -> None:
-        if self.bar.on and self.done < self.bar.total:
+        if self.tty and self.total > 1:
+            if self.shown != self.done:  # the final count, never a bar left mid-way
+                self._draw(time.monotonic())
             sys.stderr.write("\n")
             sys.stderr.flush()
 
@@ -2180,16 +2227,13 @@ def retention(
         for mode, age in (("idle", idle_age), ("history", history_age)):
             if age is None:
                 continue
-            bar = None
-            if sys.stderr.isatty() and not as_json:
-                bar = _SweepBar(f"retention --{mode} {idle if mode == 'idle' else history}",
-                                saver.count_idle_threads(age))  # fmt: skip
+            bar = _SweepBar(f"retention --{mode} {idle if mode == 'idle' else history}",
+                            saver.count_idle_threads(age), limit)  # fmt: skip
             sweep = saver.erase_idle_threads if mode == "idle" else saver.prune_histories
             try:
                 results[mode] = sweep(age, limit=limit, dry_run=dry_run, progress=bar)
             finally:
-                if bar is not None:
-                    bar.close()
+                bar.close()
     done = [r for r in results.values() if r is not None]
     totals = {k: sum(getattr(r, k) for r in done) for k in ("threads", "rows", "bytes", "receipts")}
     failed = sum(r.failed for r in done)
@@ -2213,7 +2257,7 @@ def retention(
                    f"{r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
                    f"skipped: {skipped}")  # fmt: skip
         for tid, msg in r.failures:
-            typer.echo(f"receipt: error: thread {tid!r}: {msg}", err=True)
+            typer.echo(f"receipt: error: thread {_short(tid)}: {msg}", err=True)
     where = "" if dry_run or archive is None else f" in {archive}"
     typer.echo(f"total    {totals['threads']} threads, {totals['rows']} rows, "
                f"{totals['bytes']} bytes, {totals['receipts']} receipts{where}")  # fmt: skip

@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import os
 import random
 import tempfile
@@ -37,7 +38,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from langgraph.store.base import BaseStore
 
-from . import __version__
+from . import __version__, lease
 from .backends.store import PAGE_SIZE, acount_items, count_items
 from .engine import (
     ErasureBackend,
@@ -88,6 +89,7 @@ class PendingErasure(NamedTuple):
     receipt_id: str
     issued_at: str
     age_seconds: float
+    """``inf`` for an entry whose time cannot be read (``recover_receipts`` names it)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,45 @@ def check_archive(archive: Path | ReceiptLog | None) -> None:
         raise ConfigurationError(
             f"archive {str(archive)!r} is not writable: {exc.strerror or exc}"
         ) from None
+
+
+def _parse_time(t: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _parse_pending(
+    receipt_id: str, issued_at: str, entry: str, statement: str | None
+) -> tuple[datetime | None, str | None]:
+    """An open journal row's time (None if unreadable), and why the row cannot be
+    recovered as it is (text that is not UTF-8, a time or JSON that does not parse)."""
+    issued = _parse_time(issued_at)
+    for name, text in (("receipt_id", receipt_id), ("issued_at", issued_at),
+                       ("entry", entry), ("statement", statement)):  # fmt: skip
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            return issued, f"{name} is not valid UTF-8"
+    if issued is None:
+        return None, f"issued_at {issued_at[:40]!r} is not an RFC 3339 time"
+    try:
+        if statement is None:
+            request_from_journal(entry)
+        elif not isinstance(json.loads(statement), dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, KeyError, TypeError) as exc:
+        what = "entry" if statement is None else "statement"
+        return issued, f"{what} does not parse ({type(exc).__name__}: {str(exc)[:80]})"
+    return issued, None
+
+
+def _display_id(receipt_id: str) -> str:
+    """A journal row's receipt id (or time) as text that can be printed (a damaged
+    SQLite row's bytes that are not UTF-8 as ``\\xNN``)."""
+    return receipt_id.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _after(a: str, b: str) -> bool:
@@ -489,7 +530,13 @@ class Attesting:
     # -- the flows --------------------------------------------------------------------------
 
     def _erase_flow(self, request: ErasureRequest, residue_scan: ResidueScan) -> Receipt:
-        outcome, namespaces = self._db(self._phase_one, request, residue_scan)
+        with lease.owner_scope(self._release_lease) as leases:
+            return self._erase_leased(request, residue_scan, leases)
+
+    def _erase_leased(
+        self, request: ErasureRequest, residue_scan: ResidueScan, leases: list[tuple[str, Any]]
+    ) -> Receipt:
+        outcome, namespaces = self._db(lease.bind(leases, self._phase_one), request, residue_scan)
         try:
             api = self._api_checks(request, namespaces)
             statement = self._statement_of(outcome, api)
@@ -500,45 +547,108 @@ class Attesting:
         self._mark_issued(receipt)
         return receipt
 
+    # -- leases on open journal entries (lease.py) -------------------------------------
+
+    def _take_lease(self, receipt_id: str) -> Any:
+        """Lease an open entry for recovery: None if its erasure (or another recovery)
+        still holds it, in this process or another."""
+        if not lease.claim(receipt_id):
+            return None
+        try:
+            token = self._db(self._journal.take_lease, receipt_id)
+        except BaseException:
+            lease.drop(receipt_id)
+            raise
+        if token is None:
+            lease.drop(receipt_id)
+        return token
+
+    def _release_lease(self, receipt_id: str, token: Any) -> None:
+        try:
+            self._db(self._journal.release_lease, receipt_id, token)
+        except Exception as exc:  # it ends with the connection or process anyway
+            log.warning("lease on journal entry %s not released: %s", receipt_id, exc)
+        finally:
+            lease.drop(receipt_id)
+
     def _recover_flow(
         self, min_age_seconds: float, key: CommitmentKey | None = None
     ) -> list[Receipt]:
         if key is not None:  # opens the privacy-mode entries sealed with it
             self._commitment_keys[key.key_id] = key
-        cutoff = format_time(self._now() - timedelta(seconds=min_age_seconds))
-        pending = self._db(self._journal.pending_journal, cutoff)
+        cutoff = self._now() - timedelta(seconds=min_age_seconds)
+        pending, unparsable = [], {}
+        # Every open entry is read and checked here, not filtered in SQL: an entry whose
+        # time or text cannot be read is named, never silently passed over.
+        for row in self._db(self._journal.pending_journal):
+            issued, why = _parse_pending(*row)
+            if why is not None:
+                unparsable[_display_id(row[0])] = why
+            elif issued is not None and issued < cutoff:
+                pending.append(row)
         if pending:
             self._preflight()
             log.info("recovering %d journaled erasure(s) without a receipt", len(pending))
+        for rid, why in unparsable.items():
+            log.warning("journal entry %s is unparsable (%s); left as it is", rid, why)
         out: list[Receipt] = []
-        failures: dict[str, str] = {}
+        failures = {rid: f"unparsable journal entry ({why}); left as it is"
+                    for rid, why in unparsable.items()}  # fmt: skip
+        in_flight = 0
         for receipt_id, issued_at, entry, statement in pending:
-            try:  # one entry that cannot be attested must not block the others
-                if statement is None:
-                    request = request_from_journal(entry, receipt_id, self._commitment_keys)
-                    if request.store_namespaces and self.store is None:
-                        raise ErasureIncompleteError(
-                            "this journal entry covers store namespaces; recover with the "
-                            "same store= as the erasure"
-                        )
-                    outcome = self._db(self._resume, receipt_id, issued_at, entry)
-                    statement = self._statement_of(outcome, self._api_checks(request, set()))
-                    statement = self._db(self._journal.record_statement, receipt_id, statement)
-                self._redact_entry(receipt_id, entry)
-                receipt = self._sign(statement)
+            # Only entries whose erasure is gone: one still running holds its lease
+            # (and another recovery holds the lease of the entry it completes).
+            try:
+                held = self._take_lease(receipt_id)
+            except Exception as exc:  # e.g. no lease file can be made: this one waits
+                failures[receipt_id] = f"cannot lease the journal entry: {exc!r}"
+                continue
+            if held is None:
+                in_flight += 1
+                continue
+            try:
+                receipt = self._recover_one(receipt_id, issued_at, entry, statement)
             except Exception as exc:
                 failures[receipt_id] = exc.message if isinstance(exc, Error) else repr(exc)
                 continue
-            self._mark_issued(receipt)
-            out.append(receipt)
+            finally:
+                self._release_lease(receipt_id, held)
+            if receipt is not None:
+                out.append(receipt)
+        if in_flight:
+            log.info("%d journaled erasure(s) skipped: still held by a running erasure or "
+                     "recovery", in_flight)  # fmt: skip
         if failures:
             raise ErasureIncompleteError(
                 f"{len(failures)} journaled erasure(s) could not be attested "
                 f"({len(out)} recovered): "
                 + "; ".join(f"{rid}: {why}" for rid, why in failures.items()),
                 recovered=out,
+                unparsable=list(unparsable),
             )
         return out
+
+    def _recover_one(
+        self, receipt_id: str, issued_at: str, entry: str, statement: str | None
+    ) -> Receipt | None:
+        """Complete one leased open entry; None if it was completed meanwhile (by its
+        erasure, or a recovery that released it just now)."""
+        if not self._db(self._journal.still_pending, receipt_id):
+            return None
+        if statement is None:
+            request = request_from_journal(entry, receipt_id, self._commitment_keys)
+            if request.store_namespaces and self.store is None:
+                raise ErasureIncompleteError(
+                    "this journal entry covers store namespaces; recover with the "
+                    "same store= as the erasure"
+                )
+            outcome = self._db(self._resume, receipt_id, issued_at, entry)
+            statement = self._statement_of(outcome, self._api_checks(request, set()))
+            statement = self._db(self._journal.record_statement, receipt_id, statement)
+        self._redact_entry(receipt_id, entry)
+        receipt = self._sign(statement)
+        self._mark_issued(receipt)
+        return receipt
 
     def _redact_entry(self, receipt_id: str, entry: str) -> None:
         """Privacy mode: once the statement is journaled, the entry's raw ids go."""
@@ -554,14 +664,20 @@ class Attesting:
     def _pending_flow(self) -> list[PendingErasure]:
         now = self._now()
         out = []
-        for receipt_id, issued_at, _, _ in self._db(self._journal.pending_journal):
-            t = datetime.fromisoformat(issued_at.replace("Z", "+00:00"))
-            out.append(PendingErasure(receipt_id, issued_at, (now - t).total_seconds()))
+        for row in self._db(self._journal.pending_journal):
+            t, _ = _parse_pending(*row)
+            age = math.inf if t is None else (now - t).total_seconds()
+            out.append(PendingErasure(_display_id(row[0]), _display_id(row[1]), age))
         return out
 
     def _journal_receipts_flow(self, thread_id: str | None) -> list[Receipt]:
-        blobs = self._db(self._journal.journal_receipts, thread_id)
-        return [Receipt.from_json(b) for b in blobs]
+        out = []
+        for blob in self._db(self._journal.journal_receipts, thread_id):
+            try:  # one damaged row must not hide the other receipts
+                out.append(Receipt.from_json(blob))
+            except (Error, ValueError) as exc:
+                log.warning("a receipt kept in the journal is unparsable: %s", exc)
+        return out
 
     def _export_flow(
         self, request: ErasureRequest, select: Callable[[str, tuple[Any, ...]], bool] | None

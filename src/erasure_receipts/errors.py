@@ -122,11 +122,14 @@ class ErasureIncompleteError(ErasureError):
         *,
         remaining: dict[str, int] | None = None,
         recovered: list[Any] | None = None,
+        unparsable: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.remaining: dict[str, int] = dict(remaining or {})
         self.recovered: list[Any] = list(recovered or [])
         """Receipts that *were* issued by a recovery run that also hit failures."""
+        self.unparsable: list[str] = list(unparsable or [])
+        """Receipt ids of journal entries a recovery could not read (left as they are)."""
 
 
 class ThreadErasedError(ErasureError):

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import __version__
+from . import __version__, lease
 from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueScan
 from .backends.keep_latest import DeltaChannelError, KeepLatest
 from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
 from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
-from .receipt import Receipt
+from .receipt import MAX_THREAD_ID, Receipt
 
 if TYPE_CHECKING:
     from .request import Authorization, RequestContext
@@ -103,7 +103,8 @@ class SweepEvent(NamedTuple):
     it was skipped: ``nothing_to_remove``, ``became_active`` (a newer checkpoint),
     ``active`` (a run, e.g. a resume, may be going on: see ``run_in_flight`` of the
     backends), ``invalid_id`` (``""`` or not valid text: no request can name it),
-    ``undated``, ``delta_channel``, ``failed``."""
+    ``undated``, ``delta_channel``, ``failed`` (counted in ``SweepResult.failed``: the
+    erasure failed, or the id is too long for a receipt; the sweep goes on)."""
     rows: int = 0
     bytes: int = 0
     receipt_id: str | None = None
@@ -188,6 +189,13 @@ def _valid_thread_id(thread_id: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _short(thread_id: str, limit: int = 80) -> str:
+    """A thread id for a log or error line: ``repr``, cut to ``limit`` characters."""
+    if len(thread_id) <= limit:
+        return repr(thread_id)
+    return f"{thread_id[:limit]!r}... ({len(thread_id)} characters)"
 
 
 def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
@@ -322,8 +330,19 @@ class HistoryFlows(Attesting):
     ) -> Receipt:
         """Measure, delete, commit, check, sign and archive one erasure (the shape of
         ``Attesting._erase_flow``); a history erasure's API checks use its kept set."""
+        with lease.owner_scope(self._release_lease) as leases:
+            return self._attested_leased(request, residue_scan, guard, leases)
+
+    def _attested_leased(
+        self,
+        request: ErasureRequest,
+        residue_scan: ResidueScan,
+        guard: Guard | None,
+        leases: list[tuple[str, Any]],
+    ) -> Receipt:
         try:
-            outcome, namespaces = self._db(self._guarded_phase_one, request, residue_scan, guard)
+            phase_one = lease.bind(leases, self._guarded_phase_one)
+            outcome, namespaces = self._db(phase_one, request, residue_scan, guard)
         except ErasureIncompleteError as exc:
             delta = _cause(exc, DeltaChannelError)
             if delta is not None:
@@ -399,9 +418,11 @@ class HistoryFlows(Attesting):
         ``idle``) or its history (``history``), one receipt per thread.
 
         Resumable: it first issues the receipts of erasures that committed without one
-        (a sweep killed after a commit), then selects again; an erased thread has no
-        checkpoint left, a pruned one nothing older than its latest, so a re-run skips
-        what is done and never issues a second receipt for it. Inside each erasure's
+        (a sweep killed after a commit; not those of erasures still running, here or in
+        another process: they hold their journal entry's lease), then selects again; an
+        erased thread has no checkpoint left, a pruned one nothing older than its
+        latest, so a re-run skips what is done and never issues a second receipt for
+        it. Inside each erasure's
         transaction, under its write lock, the thread is checked to be still idle."""
         if limit is not None and limit < 0:
             raise ConfigurationError("limit= must not be negative")
@@ -471,6 +492,14 @@ class HistoryFlows(Attesting):
             result._skip("invalid_id")
             log.warning("retention sweep: thread id %r cannot be erased by id; skipped", tid)
             return SweepEvent(tid, "invalid_id", latest=latest)
+        if len(tid) > MAX_THREAD_ID:
+            # LangGraph stores it, a receipt cannot name it: due for erasure but not
+            # erasable, so a failure (the operator must act), not a silent skip.
+            why = (f"thread id is {len(tid)} characters, over the {MAX_THREAD_ID} a receipt "
+                   "can name; not erased")  # fmt: skip
+            result._fail(tid, why)
+            log.warning("retention sweep: thread %s failed: %s", _short(tid), why)
+            return SweepEvent(tid, "failed", latest=latest)
         done = "pruned" if mode == "history" else "erased"
         try:
             if mode == "history":
@@ -498,13 +527,14 @@ class HistoryFlows(Attesting):
         except DeltaChannelError:
             result._skip("delta_channel")
             return SweepEvent(tid, "delta_channel", latest=latest)
-        except Error as exc:
+        except Exception as exc:  # one bad thread must not stop the sweep
             active = _cause(exc, _BecameActive)
             if isinstance(active, _BecameActive):
                 result._skip(active.reason)
                 return SweepEvent(tid, active.reason, latest=latest)
-            result._fail(tid, exc.message)
-            log.warning("retention sweep: thread %r failed: %s", tid, exc.message)
+            message = exc.message if isinstance(exc, Error) else f"{type(exc).__name__}: {exc}"
+            result._fail(tid, message)
+            log.warning("retention sweep: thread %s failed: %s", _short(tid), message)
             return SweepEvent(tid, "failed", latest=latest)
         pre = receipt.predicate["pre_state"]
         nbytes = sum(int(t["bytes"]) for t in pre["tables"].values())

@@ -103,13 +103,17 @@ class ThreadMethods(Attesting):
     ) -> list[Receipt]:
         """Issue the receipts of erasures that committed but never got one.
 
-        Only entries older than ``min_age_seconds`` are touched: a younger one may still
-        be signing in another process. An entry whose statement was journaled is simply
-        signed (the same receipt the original process would have produced); otherwise
-        the scope is re-verified now (``raw_rows_zero_at_recovery``) and the receipt
-        issued under the original id, time and pre-state digest. Entries that cannot be
-        attested stay open and are listed in the ``ErasureIncompleteError`` raised at the
-        end, whose ``recovered`` attribute holds the receipts that were issued.
+        Only entries older than ``min_age_seconds`` are touched, and only those whose
+        erasure is gone: a running erasure holds the lease of its entry until its
+        receipt is issued (``lease.py``), so it is never attested twice. An entry whose
+        statement was journaled is simply signed (the same receipt the original process
+        would have produced); otherwise the scope is re-verified now
+        (``raw_rows_zero_at_recovery``) and the receipt issued under the original id,
+        time and pre-state digest. Entries that cannot be attested stay open and are
+        listed in the ``ErasureIncompleteError`` raised at the end, whose ``recovered``
+        attribute holds the receipts that were issued and ``unparsable`` the receipt
+        ids of entries that could not be read (not UTF-8, a time or JSON that does not
+        parse: left as they are, the others still recovered).
         A privacy-mode erasure's entry holds its request sealed: it opens with the
         ``commitment_key`` (key or key file; the saver that ran the erasure already
         holds it), otherwise that entry is listed as not attested.

@@ -38,6 +38,7 @@ from psycopg import errors as pg_errors
 from psycopg import pq
 from psycopg.rows import tuple_row
 
+from .. import lease
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
@@ -45,6 +46,7 @@ from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
 __all__ = [
     "ADVISORY_CLASS",
     "CHECKPOINT_TABLES",
+    "LEASE_CLASS",
     "RETRYABLE",
     "TOMBSTONE_MESSAGE",
     "AsyncBridgeSession",
@@ -70,9 +72,12 @@ __all__ = [
     "purge_journal",
     "record_statement",
     "redact_journal",
+    "release_lease",
     "reopen",
     "run_in_flight",
     "server_identity",
+    "still_pending",
+    "take_lease",
     "threads_by_metadata",
 ]
 
@@ -457,6 +462,40 @@ def pending_journal(
         params,
     )
     return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+
+
+LEASE_CLASS = ADVISORY_CLASS + 1
+"""Advisory-lock class of the leases on open journal entries (``erasure_receipts.lease``)."""
+
+
+def take_lease(session: Session, receipt_id: str) -> Session | None:
+    """Lease an open journal entry: a session-level advisory lock keyed by its receipt
+    id, held until released or until the holder's connection ends (a killed owner's
+    lease ends with it). Returns the session holding it (the token for
+    :func:`release_lease`), or None if another session holds it."""
+    sql = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+    rows = session.query(sql, (LEASE_CLASS, receipt_id))
+    return session if rows and rows[0][0] else None
+
+
+def release_lease(session: Session, receipt_id: str, token: Any) -> None:
+    """End a lease taken by :func:`take_lease`, on the connection that holds it: with a
+    pool, later calls may get other connections, where an unlock would do nothing."""
+    holder: Session = session
+    if isinstance(token, SyncSession | AsyncBridgeSession):
+        if token.conn.closed:
+            return  # the lease ended with its connection
+        holder = token
+    holder.query("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LEASE_CLASS, receipt_id))
+
+
+def still_pending(session: Session, receipt_id: str) -> bool:
+    """Whether the journal entry is still open (no receipt marked issued)."""
+    rows = session.query(
+        "SELECT 1 FROM erasure_journal WHERE receipt_id = %s AND receipt_sha256 IS NULL",
+        (receipt_id,),
+    )
+    return bool(rows)
 
 
 def reopen(session: Session, thread_id: str) -> bool:
@@ -899,7 +938,13 @@ class PostgresBackend:
     ) -> None:
         """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
         the erased thread's id; it commits with the deletion, so a receipt can still be
-        issued after a crash."""
+        issued after a crash. Leased first (before the commit makes it visible), so no
+        recovery completes it while this erasure is running."""
+        if lease.owning():
+            holder = take_lease(self.session, receipt_id)
+            if holder is None:
+                raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
+            lease.owned(receipt_id, holder)
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",

@@ -20,10 +20,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import lease
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
 from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the in-process lease only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
@@ -46,9 +52,12 @@ __all__ = [
     "purge_journal",
     "record_statement",
     "redact_journal",
+    "release_lease",
     "reopen",
     "run_in_flight",
     "scrub",
+    "still_pending",
+    "take_lease",
     "threads_by_metadata",
 ]
 
@@ -149,13 +158,17 @@ def journal_receipts(conn: sqlite3.Connection, thread_id: str | None = None) -> 
     """The signed receipts kept in the journal, oldest first (optionally of one thread)."""
     where, params = ("AND thread_id = ?", (thread_id,)) if thread_id is not None else ("", ())
     rows = conn.execute(
-        f"SELECT receipt FROM erasure_journal WHERE receipt IS NOT NULL {where} "
+        f"SELECT CAST(receipt AS BLOB) FROM erasure_journal WHERE receipt IS NOT NULL {where} "
         "ORDER BY issued_at, receipt_id",
         params,
     ).fetchall()
+    enc = text_encoding(conn)
     if conn.in_transaction:
         conn.commit()  # end the implicit read transaction
-    return [str(r[0]).encode("utf-8") for r in rows]
+    # Bytes as stored (a damaged row fails to parse on its own, not the query).
+    if enc == "utf-8":
+        return [bytes(r[0]) for r in rows]
+    return [bytes(r[0]).decode(enc, "replace").encode() for r in rows]
 
 
 def pending_journal(
@@ -166,12 +179,71 @@ def pending_journal(
     signing in another process is younger than any sensible lease)."""
     cutoff, params = ("AND issued_at < ?", (older_than,)) if older_than else ("", ())
     with _autocommit(conn):
+        # As stored bytes: one row whose text is not valid (a damaged or foreign write)
+        # must not fail the whole query; it is decoded with lone surrogates, named by
+        # the caller and left alone.
         rows = conn.execute(
-            "SELECT receipt_id, issued_at, entry, statement FROM erasure_journal "
+            "SELECT CAST(receipt_id AS BLOB), CAST(issued_at AS BLOB), CAST(entry AS BLOB), "
+            "CAST(statement AS BLOB) FROM erasure_journal "
             f"WHERE receipt_sha256 IS NULL {cutoff} ORDER BY issued_at, receipt_id",
             params,
         ).fetchall()
-    return [(str(a), str(b), str(c), None if d is None else str(d)) for a, b, c, d in rows]
+        enc = text_encoding(conn)
+    errors = "surrogateescape" if enc == "utf-8" else "surrogatepass"
+
+    def text(v: Any) -> str:
+        return bytes(v or b"").decode(enc, errors)
+
+    return [(text(a), text(b), text(c), None if d is None else text(d)) for a, b, c, d in rows]
+
+
+_NO_FILE = "in-process"
+"""The lease token of a database without a file (``:memory:``: no other process sees
+it) or a platform without ``flock``: the in-process lease only."""
+
+
+def take_lease(conn: sqlite3.Connection, receipt_id: str) -> Any:
+    """Lease an open journal entry: an exclusive ``flock`` on ``<db>-lease-<receipt
+    id>``, held until released or until the holder dies (the kernel drops it). Returns
+    the token for :func:`release_lease`, or None if another process holds it."""
+    path = database_path(conn)
+    if path == ":memory:" or fcntl is None:
+        return _NO_FILE
+    name = f"{path}-lease-{receipt_id}"
+    fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Locked, but maybe a file its holder removed meanwhile: only the file at the
+        # path counts (its holder removes it on release, while still holding it).
+        if os.fstat(fd).st_ino != os.stat(name).st_ino:
+            raise BlockingIOError
+    except OSError:
+        os.close(fd)
+        return None
+    return (fd, name)
+
+
+def release_lease(conn: sqlite3.Connection, receipt_id: str, token: Any) -> None:
+    """End a lease taken by :func:`take_lease` (the lease file is removed)."""
+    if token == _NO_FILE:
+        return
+    fd, name = token
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def still_pending(conn: sqlite3.Connection, receipt_id: str) -> bool:
+    """Whether the journal entry is still open (no receipt marked issued)."""
+    with _autocommit(conn):
+        row = conn.execute(
+            "SELECT 1 FROM erasure_journal WHERE receipt_id = ? AND receipt_sha256 IS NULL",
+            (receipt_id,),
+        ).fetchone()
+    return row is not None
 
 
 def reopen(conn: sqlite3.Connection, thread_id: str) -> bool:
@@ -729,7 +801,13 @@ class SqliteBackend:
     ) -> None:
         """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
         the erased thread's id; it commits with the deletion, so a receipt can still be
-        issued after a crash."""
+        issued after a crash. Leased first (before the commit makes it visible), so no
+        recovery completes it while this erasure is running."""
+        if lease.owning():
+            token = take_lease(self.conn, receipt_id)
+            if token is None:
+                raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
+            lease.owned(receipt_id, token)
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (?, ?, ?, ?)",

@@ -164,7 +164,14 @@ def _parse_pending(
         return None, f"issued_at {issued_at[:40]!r} is not an RFC 3339 time"
     try:
         if statement is None:
-            request_from_journal(entry)
+            parsed = json.loads(entry)
+            # A privacy-mode entry's request is sealed: it opens (and is checked) only
+            # with its commitment key, at recovery; here its envelope must be sound.
+            if isinstance(parsed, dict) and "sealed" in parsed:
+                if not isinstance(parsed["sealed"], dict):
+                    raise ValueError("sealed is not a JSON object")
+            else:
+                request_from_journal(entry)
         elif not isinstance(json.loads(statement), dict):
             raise ValueError("not a JSON object")
     except (ValueError, KeyError, TypeError) as exc:

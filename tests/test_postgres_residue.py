@@ -173,3 +173,221 @@ def test_sqlite_store_shows_expired_rows_to_search(tmp_path: Path, signer: Signe
     ).fetchone()[0]
     assert left == 0
     assert receipt.predicate["pre_state"]["tables"]["store"]["rows"] == 4
+
+
+# -- VACUUM: applied only when verified -------------------------------------------------
+
+SECRET = b"erased-payload-7f3a"
+KEPT = b"bystander-payload-c41e"
+VACUUMED = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def fill_threads(saver: Any) -> None:
+    """The erased thread and a bystander, each with its marker in every table."""
+    for thread, mark in ((T, SECRET), ("bob-chat", KEPT)):
+        for i in range(1, 6):
+            config = put(saver, thread, i, {"note": mark.decode(), "i": i})
+            saver.put_writes(config, [("v", {"w": mark.decode()})], f"task-{i}")
+
+
+def relation_files(dsn: str, table: str) -> list[Path]:
+    """The files of a table, its TOAST table and all their indexes, under the data
+    directory (read as the OS user; flushed by a CHECKPOINT first)."""
+    with connect(dsn) as conn:
+        conn.execute("CHECKPOINT")
+        data = Path(conn.execute("SELECT current_setting('data_directory')").fetchone()[0])
+        rows = conn.execute(
+            "WITH r AS (SELECT c.oid FROM pg_class c WHERE c.oid = %s::regclass "
+            "UNION ALL SELECT c.reltoastrelid FROM pg_class c "
+            "WHERE c.oid = %s::regclass AND c.reltoastrelid <> 0) "
+            "SELECT pg_relation_filepath(r.oid) FROM r UNION ALL "
+            "SELECT pg_relation_filepath(i.indexrelid) FROM pg_index i "
+            "JOIN r ON i.indrelid = r.oid",
+            (table, table),
+        ).fetchall()
+    files = []
+    for (rel,) in rows:
+        base = data / rel
+        files += [base, *sorted(base.parent.glob(base.name + ".[0-9]*"))]
+    return [f for f in files if f.exists()]
+
+
+def in_files(dsn: str, needle: bytes) -> int:
+    """Occurrences of ``needle`` in the raw bytes of the vacuumed tables' files."""
+    return sum(f.read_bytes().count(needle) for t in VACUUMED for f in relation_files(dsn, t))
+
+
+def in_tuples(dsn: str, needle: bytes) -> int:
+    """Tuples (live or dead) whose data holds ``needle``, page by page (pageinspect)."""
+    n = 0
+    with connect(dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        for t in VACUUMED:
+            pages = conn.execute("SELECT pg_relation_size(%s) / 8192", (t,)).fetchone()[0]
+            for p in range(pages):
+                n += conn.execute(
+                    "SELECT count(*) FROM heap_page_items(get_raw_page(%s, %s)) "
+                    "WHERE position(%s::bytea in t_data) > 0",
+                    (t, p, needle),
+                ).fetchone()[0]
+    return n
+
+
+@pytest.fixture
+def holder(pg_db: str) -> Iterator[psycopg.Connection[Any]]:
+    """A pooled-connection pattern: a session that wrote and is idle in its transaction
+    (an xid, no snapshot). Its write goes to a table VACUUM does not touch, so the
+    VACUUM FULL does not wait for its lock."""
+    with connect(pg_db) as setup:
+        setup.execute("CREATE TABLE side_effects (x int)")
+    conn = psycopg.connect(pg_db)  # not autocommit: the transaction stays open
+    conn.execute("INSERT INTO side_effects VALUES (1)")
+    try:
+        yield conn
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def vacuum_of(receipt: Any) -> dict[str, Any]:
+    residue: dict[str, Any] = {r["action"]: r for r in receipt.predicate["residue"]}
+    return residue["postgres.vacuum"]  # type: ignore[no-any-return]
+
+
+def erase_with_vacuum(pg_db: str, signer: Signer, vacuum: bool | str) -> Any:
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, vacuum=vacuum) as saver:
+        saver.setup()
+        fill_threads(saver)
+        return saver.erase_thread(T)
+
+
+@pytest.mark.parametrize("pgstattuple", [False, True])
+def test_pg_vacuum_full_idle_in_transaction_holder_is_partial(
+    pg_db: str, signer: Signer, holder: psycopg.Connection[Any], pgstattuple: bool
+) -> None:
+    if pgstattuple:
+        with connect(pg_db) as conn:
+            conn.execute("CREATE EXTENSION pgstattuple")
+    pid = holder.info.backend_pid
+    with connect(pg_db) as conn:
+        xid, xmin, state = conn.execute(
+            "SELECT backend_xid, backend_xmin, state FROM pg_stat_activity WHERE pid = %s",
+            (pid,),
+        ).fetchone()
+    assert xid is not None and xmin is None and state == "idle in transaction"
+    receipt = erase_with_vacuum(pg_db, signer, "full")
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "partial", vac
+    assert f"session pid {pid} (idle in transaction" in vac["detail"]["horizon_holders"]
+    assert vac["detail"]["snapshots_holding_horizon"] >= 1
+    if pgstattuple:
+        assert vac["detail"]["verified_by"] == "pgstattuple"
+        assert vac["detail"]["dead_tuples_after"] > 0
+    # What "partial" discloses is real: VACUUM FULL copied the erased tuples.
+    assert in_files(pg_db, SECRET) > 0
+    assert count(pg_db, "checkpoints", "thread_id = %s", (T,)) == 0
+    assert verify_receipt(receipt.to_json(), [signer.public_key]).thread_id == T
+
+
+@pytest.mark.parametrize("pgstattuple", [False, True])
+def test_pg_vacuum_full_applied_leaves_no_erased_bytes(
+    pg_db: str, signer: Signer, pgstattuple: bool
+) -> None:
+    if pgstattuple:
+        with connect(pg_db) as conn:
+            conn.execute("CREATE EXTENSION pgstattuple")
+    receipt = erase_with_vacuum(pg_db, signer, "full")
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "applied", vac
+    assert vac["detail"]["snapshots_holding_horizon"] == 0
+    assert "horizon_holders" not in vac["detail"]
+    assert vac["detail"]["verified_by"] == ("pgstattuple" if pgstattuple else "horizon")
+    # The raw bytes of every file of the three tables (heap, TOAST, indexes): the
+    # erased payload is gone, the bystander's is there (the reader does find markers).
+    assert in_files(pg_db, SECRET) == 0
+    assert in_files(pg_db, T.encode()) == 0  # the thread id in the primary-key indexes too
+    assert in_files(pg_db, KEPT) > 0
+
+
+def test_pg_vacuum_idle_in_transaction_holder_is_partial(
+    pg_db: str, signer: Signer, holder: psycopg.Connection[Any]
+) -> None:
+    receipt = erase_with_vacuum(pg_db, signer, True)
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "partial", vac
+    assert f"session pid {holder.info.backend_pid} " in vac["detail"]["horizon_holders"]
+    assert vac["detail"]["verified_by"] == "n_dead_tup"
+    assert vac["detail"]["dead_tuples_after"] > 0
+    assert in_tuples(pg_db, SECRET) > 0  # still tuples on the pages, as disclosed
+
+
+def test_pg_vacuum_applied_leaves_no_erased_tuples(pg_db: str, signer: Signer) -> None:
+    receipt = erase_with_vacuum(pg_db, signer, True)
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "applied", vac
+    assert vac["detail"]["mode"] == "VACUUM"
+    assert vac["detail"]["index_cleanup"] is True
+    assert (vac["detail"]["verified_by"], vac["detail"]["dead_tuples_after"]) == ("n_dead_tup", 0)
+    assert "does not zero" in vac["detail"]["note"]
+    # Page by page: no tuple holds the erased payload any more; the bystander's do.
+    assert in_tuples(pg_db, SECRET) == 0
+    assert in_tuples(pg_db, KEPT) > 0
+
+
+def test_pg_vacuum_holder_in_recovery_counts_every_transaction(
+    pg_db: str, signer: Signer, holder: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issued from the journal, the erasure's xid is unknown: any session with an xid or
+    # a snapshot counts (here the holder), so recovery never claims more either.
+    from erasure_receipts import ErasureIncompleteError
+    from erasure_receipts.backends import postgres as pgb
+
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, vacuum="full") as saver:
+        saver.setup()
+        fill_threads(saver)
+        with monkeypatch.context() as m:  # the statement is never journaled
+            m.setattr(pgb, "record_statement", _fail_sign)
+            with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
+                saver.erase_thread(T)
+        (receipt,) = saver.recover_receipts(min_age_seconds=0)
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "partial", vac
+    assert f"session pid {holder.info.backend_pid} " in vac["detail"]["horizon_holders"]
+    assert "horizon_reference" in vac["detail"]
+
+
+def _fail_sign(*args: Any) -> Any:
+    raise OSError("disk full")
+
+
+@pytest.mark.parametrize("vacuum", [True, "full"])
+def test_pg_vacuum_by_a_role_that_may_not_vacuum_is_partial(
+    pg_db: str, signer: Signer, vacuum: bool | str
+) -> None:
+    # PostgreSQL answers VACUUM of a table the role does not own with a WARNING and
+    # skips it: the receipt must not call that applied.
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as owner:
+        owner.setup()
+        fill_threads(owner)
+    role = f"v_{uuid.uuid4().hex[:12]}"
+    with connect(pg_db) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, "
+            f"checkpoint_writes, checkpoint_migrations, erasure_journal TO {role}"
+        )
+        c.execute(f"GRANT SELECT, INSERT ON erasure_tombstones TO {role}")
+    try:
+        worker_dsn = psycopg.conninfo.make_conninfo(pg_db, user=role)
+        with AttestingPostgresSaver.from_conn_string(
+            worker_dsn, signer=signer, vacuum=vacuum
+        ) as worker:
+            receipt = worker.erase_thread(T)
+    finally:
+        with connect(pg_db) as c:
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+    vac = vacuum_of(receipt)
+    assert vac["status"] == "partial", vac
+    assert vac["detail"]["not_vacuumed"] == ",".join(VACUUMED)
+    assert "skipped VACUUM" in vac["detail"]["unverified"]

@@ -9,9 +9,11 @@ raw rows and on the bytes of the relation files under the data directory.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +43,11 @@ def cfg(thread: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
-def put(saver: Any, thread: str, i: int, payload: Any = "x") -> Any:
+def put(saver: Any, thread: str, i: int, payload: Any = "x", *, old: bool = False) -> Any:
     cp = empty_checkpoint()
     cp["channel_values"] = {"v": payload}
-    cp["id"] = f"1ef{i:029d}"
+    # ``old``: a uuid6 id from 40 days ago (retention reads the time inside the id).
+    cp["id"] = str(uuid6(clock_seq=i, at=OLD)) if old else f"1ef{i:029d}"
     return saver.put(cfg(thread), cp, {"step": i}, {"v": f"{i:032d}"})
 
 
@@ -182,12 +185,24 @@ KEPT = b"bystander-payload-c41e"
 VACUUMED = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
-def fill_threads(saver: Any) -> None:
+def uuid6(clock_seq: int, at: datetime) -> uuid.UUID:
+    """A version-6 uuid for time ``at`` (as LangGraph makes checkpoint ids)."""
+    ticks = int((at - datetime(1582, 10, 15, tzinfo=UTC)).total_seconds() * 10**7)
+    high, low = ticks >> 12, ticks & 0xFFF
+    n = (high << 80) | (0x6 << 76) | (low << 64) | (0x2 << 62) | (clock_seq << 48) | 0x1234
+    return uuid.UUID(int=n)
+
+
+OLD = datetime.now(UTC) - timedelta(days=40)
+
+
+def fill_threads(saver: Any, *, old: bool = False) -> None:
     """The erased thread and a bystander, each with its marker in every table."""
     for thread, mark in ((T, SECRET), ("bob-chat", KEPT)):
         for i in range(1, 6):
-            config = put(saver, thread, i, {"note": mark.decode(), "i": i})
-            saver.put_writes(config, [("v", {"w": mark.decode()})], f"task-{i}")
+            config = put(saver, thread, i, {"note": mark.decode(), "i": i}, old=old)
+            if i < 5:  # pending writes on the latest checkpoint: a run in flight
+                saver.put_writes(config, [("v", {"w": mark.decode()})], f"task-{i}")
 
 
 def relation_files(dsn: str, table: str) -> list[Path]:
@@ -391,3 +406,92 @@ def test_pg_vacuum_by_a_role_that_may_not_vacuum_is_partial(
     assert vac["status"] == "partial", vac
     assert vac["detail"]["not_vacuumed"] == ",".join(VACUUMED)
     assert "skipped VACUUM" in vac["detail"]["unverified"]
+
+
+# -- the same through the CLI ---------------------------------------------------------
+
+
+def cli(*args: Any) -> Any:
+    from typer.testing import CliRunner
+
+    from erasure_receipts.app import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def key(tmp_path: Path, signer: Signer) -> Path:
+    path = tmp_path / "k.pem"
+    path.write_bytes(signer.private_pem())
+    path.chmod(0o600)
+    return path
+
+
+def populate(pg_db: str, signer: Signer, *, old: bool = False) -> None:
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        fill_threads(saver, old=old)
+
+
+def cli_vacuum(doc: dict[str, Any]) -> dict[str, Any]:
+    residue = doc["receipt"]["statement"]["predicate"]["residue"]
+    return {r["action"]: r for r in residue}["postgres.vacuum"]  # type: ignore[no-any-return]
+
+
+def test_pg_cli_erase_vacuum_full_applied_then_partial_with_holder(
+    pg_db: str, signer: Signer, key: Path
+) -> None:
+    populate(pg_db, signer)
+    res = cli("erase", pg_db, "--thread", T, "--key", key, "--vacuum", "full", "--json")
+    assert res.exit_code == 0, res.stderr
+    vac = cli_vacuum(json.loads(res.stdout))
+    assert (vac["status"], vac["detail"]["mode"]) == ("applied", "VACUUM (FULL)"), vac
+    assert in_files(pg_db, SECRET) == 0 and in_files(pg_db, KEPT) > 0
+
+    with connect(pg_db) as c:
+        c.execute("CREATE TABLE side_effects (x int)")
+    with psycopg.connect(pg_db) as idle:  # a write, then idle in its transaction
+        idle.execute("INSERT INTO side_effects VALUES (1)")
+        res = cli("erase", pg_db, "--thread", "bob-chat", "--key", key, "--vacuum", "full",
+                  "--json")  # fmt: skip
+        pid = idle.info.backend_pid
+        idle.rollback()
+    assert res.exit_code == 0, res.stderr
+    vac = cli_vacuum(json.loads(res.stdout))
+    assert vac["status"] == "partial", vac
+    assert f"session pid {pid} (idle in transaction" in vac["detail"]["horizon_holders"]
+    assert in_files(pg_db, KEPT) > 0  # copied by VACUUM FULL, as the receipt says
+
+
+def test_pg_cli_retention_vacuum(pg_db: str, signer: Signer, key: Path, tmp_path: Path) -> None:
+    populate(pg_db, signer, old=True)
+    archive = tmp_path / "receipts"
+    res = cli("retention", pg_db, "--idle", "1d", "--vacuum", "plain", "--key", key,
+              "--archive", archive, "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["totals"]["receipts"] == 2, res.stdout
+    for path in archive.iterdir():
+        assert verify_receipt(path.read_bytes(), [signer.public_key])
+        vac = cli_vacuum({"receipt": json.loads(path.read_bytes())})
+        assert (vac["status"], vac["detail"]["mode"]) == ("applied", "VACUUM"), vac
+    assert in_tuples(pg_db, SECRET) == 0 and in_tuples(pg_db, KEPT) == 0
+    assert count(pg_db, "checkpoints", "TRUE", ()) == 0
+
+
+def test_cli_vacuum_usage_errors(pg_db: str, key: Path, tmp_path: Path, signer: Signer) -> None:
+    populate(pg_db, signer)
+    before = count(pg_db, "checkpoints", "TRUE", ())
+    res = cli("erase", pg_db, "--thread", T, "--key", key, "--vacuum", "fast")
+    assert res.exit_code == 2 and "--vacuum must be plain or full" in res.stderr, res.stderr
+    db = tmp_path / "app.db"
+    AttestingSqliteSaver(sqlite3.connect(db), signer=signer).setup()
+    for args in (
+        ("erase", db, "--thread", T, "--key", key, "--vacuum", "full"),
+        ("retention", db, "--idle", "1d", "--key", key, "--archive", tmp_path / "a",
+         "--vacuum", "plain"),
+    ):  # fmt: skip
+        res = cli(*args)
+        assert res.exit_code == 2, (res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--vacuum is for PostgreSQL" in lines[0], res.stderr
+    assert count(pg_db, "checkpoints", "TRUE", ()) == before

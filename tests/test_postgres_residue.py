@@ -495,3 +495,26 @@ def test_cli_vacuum_usage_errors(pg_db: str, key: Path, tmp_path: Path, signer: 
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "--vacuum is for PostgreSQL" in lines[0], res.stderr
     assert count(pg_db, "checkpoints", "TRUE", ()) == before
+
+
+async def test_pg_async_saver_vacuum_verified(
+    pg_db: str, signer: Signer, holder: psycopg.Connection[Any]
+) -> None:
+    # The async saver runs the same VACUUM and checks over its bridged connection.
+    async with AsyncAttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, vacuum="full"
+    ) as saver:
+        await saver.setup()
+        for thread in (T, "bob-chat"):
+            for i in range(1, 4):
+                cp = empty_checkpoint()
+                cp["id"] = f"1ef{i:029d}"
+                cp["channel_values"] = {"v": {"note": SECRET.decode(), "thread": thread}}
+                await saver.aput(cfg(thread), cp, {"step": i}, {"v": f"{i:032d}"})
+        held = await saver.aerase_thread(T)
+        holder.rollback()  # the holder ends: the next erasure's VACUUM FULL is verified
+        clean = await saver.aerase_thread("bob-chat")
+    assert vacuum_of(held)["status"] == "partial"
+    assert f"session pid {holder.info.backend_pid} " in vacuum_of(held)["detail"]["horizon_holders"]
+    assert vacuum_of(clean)["status"] == "applied", vacuum_of(clean)
+    assert in_files(pg_db, SECRET) == 0  # the second rewrite dropped the first's copies

@@ -1007,12 +1007,13 @@ class PostgresBackend:
 
 _HORIZON_SQL = """
 SELECT 'backend:' || a.pid, 'session pid ' || a.pid || ' (' ||
-       coalesce(a.state, a.backend_type, 'state hidden') ||
+       coalesce(a.state, 'state hidden') ||
        coalesce(', transaction ' ||
                 extract(epoch FROM clock_timestamp() - a.xact_start)::bigint || ' s old', '') ||
        ', xid age ' || greatest(age(a.backend_xid), age(a.backend_xmin)) || ')'
 FROM pg_stat_activity a
 WHERE a.pid <> pg_backend_pid()
+  AND a.pid NOT IN (SELECT v.pid FROM pg_stat_progress_vacuum v)
   AND (a.datid IS NULL OR a.datid = (SELECT oid FROM pg_database
                                      WHERE datname = current_database()))
   AND (coalesce(age(a.backend_xid) >= {ref}, a.backend_xid IS NOT NULL)
@@ -1035,7 +1036,8 @@ FROM pg_settings v WHERE v.name = 'vacuum_defer_cleanup_age' AND v.setting <> '0
 """What keeps VACUUM from removing tuples deleted by transaction ``{ref}`` (its age):
 a session of this database (or of none: walsenders relaying hot-standby feedback)
 whose transaction id *or* snapshot is that old or older - an idle-in-transaction
-session that has written has an xid but no snapshot -, a replication slot's ``xmin``,
+session that has written has an xid but no snapshot; a running lazy VACUUM (autovacuum
+too) is left out, as VACUUM leaves it out of the horizon -, a replication slot's ``xmin``,
 a prepared transaction, ``vacuum_defer_cleanup_age``. With no reference (``NULL``),
 every transaction id and snapshot counts."""
 

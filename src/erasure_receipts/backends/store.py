@@ -144,6 +144,12 @@ def hidden_items(store: BaseStore, ns: tuple[str, ...]) -> list[Item]:
                 await cur.execute(_HIDDEN_SQL, params)
                 return list(await cur.fetchall())
 
+        try:
+            on_loop = asyncio.get_running_loop() is store.loop
+        except RuntimeError:  # no event loop in this thread
+            on_loop = False
+        if on_loop:  # it would wait for itself
+            raise RuntimeError("an AsyncPostgresStore is read from a worker thread")
         rows = asyncio.run_coroutine_threadsafe(fetch(), store.loop).result()
     else:
         with pg._cursor() as cur:

@@ -518,3 +518,31 @@ async def test_pg_async_saver_vacuum_verified(
     assert f"session pid {holder.info.backend_pid} " in vacuum_of(held)["detail"]["horizon_holders"]
     assert vacuum_of(clean)["status"] == "applied", vacuum_of(clean)
     assert in_files(pg_db, SECRET) == 0  # the second rewrite dropped the first's copies
+
+
+@pytest.mark.parametrize("snapshot_only", [False, True])
+def test_pg_vacuum_full_holder_in_another_database(
+    pg_db: str, other_db: str, signer: Signer, snapshot_only: bool
+) -> None:
+    # A transaction id still running in another database is in every snapshot taken
+    # here, VACUUM FULL's own included: it holds this database's horizon too (the
+    # bytes prove it). A snapshot alone over there does not.
+    with connect(other_db) as c:
+        c.execute("CREATE TABLE side_effects (x int)")
+    with psycopg.connect(other_db) as elsewhere:
+        if snapshot_only:
+            elsewhere.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            elsewhere.execute("SELECT count(*) FROM side_effects")  # a snapshot, no xid
+        else:
+            elsewhere.execute("INSERT INTO side_effects VALUES (1)")
+        receipt = erase_with_vacuum(pg_db, signer, "full")
+        pid = elsewhere.info.backend_pid
+        elsewhere.rollback()
+    vac = vacuum_of(receipt)
+    if snapshot_only:
+        assert vac["status"] == "applied", vac
+        assert in_files(pg_db, SECRET) == 0 and in_files(pg_db, KEPT) > 0
+    else:
+        assert vac["status"] == "partial", vac
+        assert f"session pid {pid} (idle in transaction" in vac["detail"]["horizon_holders"]
+        assert in_files(pg_db, SECRET) > 0

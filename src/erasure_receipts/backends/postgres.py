@@ -1014,10 +1014,10 @@ SELECT 'backend:' || a.pid, 'session pid ' || a.pid || ' (' ||
 FROM pg_stat_activity a
 WHERE a.pid <> pg_backend_pid()
   AND a.pid NOT IN (SELECT v.pid FROM pg_stat_progress_vacuum v)
-  AND (a.datid IS NULL OR a.datid = (SELECT oid FROM pg_database
-                                     WHERE datname = current_database()))
   AND (coalesce(age(a.backend_xid) >= {ref}, a.backend_xid IS NOT NULL)
-       OR coalesce(age(a.backend_xmin) >= {ref}, a.backend_xmin IS NOT NULL))
+       OR ((a.datid IS NULL OR a.datid = (SELECT oid FROM pg_database
+                                          WHERE datname = current_database()))
+           AND coalesce(age(a.backend_xmin) >= {ref}, a.backend_xmin IS NOT NULL)))
 UNION ALL
 SELECT 'slot:' || s.slot_name, 'replication slot ' || s.slot_name ||
        ' (xid age ' || age(s.xmin) || ')'
@@ -1028,18 +1028,20 @@ SELECT 'prepared:' || p.gid, 'prepared transaction ' || p.gid || ' (' ||
        extract(epoch FROM clock_timestamp() - p.prepared)::bigint || ' s old, xid age ' ||
        age(p.transaction) || ')'
 FROM pg_prepared_xacts p
-WHERE p.database = current_database() AND coalesce(age(p.transaction) >= {ref}, true)
+WHERE coalesce(age(p.transaction) >= {ref}, true)
 UNION ALL
 SELECT 'setting:vacuum_defer_cleanup_age', 'vacuum_defer_cleanup_age = ' || v.setting
 FROM pg_settings v WHERE v.name = 'vacuum_defer_cleanup_age' AND v.setting <> '0'
 """
 """What keeps VACUUM from removing tuples deleted by transaction ``{ref}`` (its age):
-a session of this database (or of none: walsenders relaying hot-standby feedback)
-whose transaction id *or* snapshot is that old or older - an idle-in-transaction
-session that has written has an xid but no snapshot; a running lazy VACUUM (autovacuum
-too) is left out, as VACUUM leaves it out of the horizon -, a replication slot's ``xmin``,
-a prepared transaction, ``vacuum_defer_cleanup_age``. With no reference (``NULL``),
-every transaction id and snapshot counts."""
+a session whose transaction id is that old or older, *in any database* (a transaction
+still running there is in every new snapshot here, VACUUM FULL's own included), and a
+session of this database (or of none: walsenders relaying hot-standby feedback) whose
+snapshot is - an idle-in-transaction session that has written has an xid but no
+snapshot; a running lazy VACUUM (autovacuum too) is left out, as VACUUM leaves it out
+of the horizon -, a replication slot's ``xmin``, a prepared transaction (any database),
+``vacuum_defer_cleanup_age``. With no reference (``NULL``), every transaction id and
+snapshot counts."""
 
 
 def horizon_holders(session: Session, xid: int | None) -> list[tuple[str, str]]:

@@ -1000,6 +1000,12 @@ class PostgresBackend:
                 "bytes may remain in the table files until overwritten (VACUUM FULL "
                 "rewrites the tables)"
             )
+        if outcome.get("dead_tuples_after"):
+            detail["reason"] = (
+                "dead tuples remain after VACUUM (kept for a horizon holder, on pages "
+                "a concurrent reader pinned, or other rows deleted meanwhile); the "
+                "erased rows may be among them"
+            )
         verified = not holders and outcome.get("dead_tuples_after", 0) == 0
         status = "applied" if verified and "unverified" not in outcome else "partial"
         return [{"action": "postgres.vacuum", "status": status, "detail": detail}]

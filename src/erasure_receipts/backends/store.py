@@ -149,7 +149,7 @@ def hidden_items(store: BaseStore, ns: tuple[str, ...]) -> list[Item]:
         except RuntimeError:  # no event loop in this thread
             on_loop = False
         if on_loop:  # it would wait for itself
-            raise RuntimeError("an AsyncPostgresStore is read from a worker thread")
+            raise RuntimeError("an AsyncPostgresStore must be read from a worker thread here")
         rows = asyncio.run_coroutine_threadsafe(fetch(), store.loop).result()
     else:
         with pg._cursor() as cur:

@@ -521,19 +521,20 @@ def _open_saver(
     *,
     read_only: bool = False,
     recovering: bool = False,
+    vacuum: bool | str = False,
 ) -> Iterator[Any]:
     """The attesting saver on an existing LangGraph database, with its SqliteStore if it
     has one; library errors are mapped to exit codes. ``read_only`` connections use a
     ``mode=ro`` URI (for ``digest``). A PostgreSQL DSN opens the Postgres saver instead
     (``app_postgres.open_saver``: read-only connections, ``recovering`` installs nothing
-    in a database without an erasure journal)."""
+    in a database without an erasure journal, ``vacuum`` as the saver's)."""
     import sqlite3
 
     from . import app_postgres
 
     if app_postgres.is_dsn(db):
         with app_postgres.open_saver(str(db), signer, archive, read_only=read_only,
-                                     recovering=recovering) as pg_saver:  # fmt: skip
+                                     recovering=recovering, vacuum=vacuum) as pg_saver:  # fmt: skip
             yield pg_saver
         return
 
@@ -610,6 +611,32 @@ AllowInsecureKey = Annotated[
     ),
 ]
 PasswordEnv = Annotated[str | None, typer.Option(help="env var holding the private key's password")]
+VacuumMode = Annotated[
+    str | None,
+    typer.Option(
+        "--vacuum",
+        metavar="plain|full",
+        help="PostgreSQL: VACUUM (plain) or VACUUM (FULL) the erased tables after each "
+        "erasure; the receipt says applied only when verified, else partial with what "
+        "held it",
+    ),
+]
+
+
+def _vacuum_mode(value: str | None, db: Path | str) -> bool | str:
+    """``--vacuum`` as the Postgres saver's ``vacuum=`` (exit 2 on SQLite or a typo)."""
+    from . import app_postgres
+
+    if value is None:
+        return False
+    if value not in ("plain", "full"):
+        _die(f"--vacuum must be plain or full, not {value!r}", EXIT_USAGE)
+    if not app_postgres.is_dsn(db):
+        _die("--vacuum is for PostgreSQL databases (on SQLite, --residue-scan vacuums when "
+             "it finds a copy)", EXIT_USAGE)  # fmt: skip
+    return True if value == "plain" else "full"
+
+
 DB_HELP = (
     "SQLite database file, or PostgreSQL DSN (postgresql://... or libpq key=value; needs "
     "the postgres extra)"
@@ -787,6 +814,7 @@ def erase(
             "(VACUUM if any) and record the result in the receipt",
         ),
     ] = None,
+    vacuum: VacuumMode = None,
     request_id: RequestId = None,
     basis: Basis = None,
     requester: Requester = None,
@@ -818,6 +846,7 @@ def erase(
     thread, by_subject = _erase_target(
         threads, subject, metadata_key, needle, privacy, commitment_key
     )
+    vacuum_mode = _vacuum_mode(vacuum, db)
     if out is not None:
         _check_out(out)
     _probe_database(db)
@@ -829,7 +858,7 @@ def erase(
     if residue_scan is not None:
         kwargs["residue_scan"] = residue_scan
     kwargs.update(context)
-    with _open_saver(db, signer, archive) as saver:
+    with _open_saver(db, signer, archive, vacuum=vacuum_mode) as saver:
         if by_subject is None:
             receipt = saver.erase_thread(thread, **kwargs)
         else:
@@ -2196,6 +2225,7 @@ def retention(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="measure what would be erased; change nothing")
     ] = False,
+    vacuum: VacuumMode = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
@@ -2214,6 +2244,7 @@ def retention(
         _die("give --idle and/or --history", EXIT_USAGE)
     idle_age = None if idle is None else _duration("--idle", idle)
     history_age = None if history is None else _duration("--history", history)
+    vacuum_mode = _vacuum_mode(vacuum, db)
     signer = Signer.generate()
     if not dry_run:
         if key is None or archive is None:
@@ -2223,7 +2254,8 @@ def retention(
     if archive is not None and not dry_run:
         _check_archive(archive)
     results: dict[str, Any] = {"idle": None, "history": None}
-    with _open_saver(db, signer, None if dry_run else archive, read_only=dry_run) as saver:
+    with _open_saver(db, signer, None if dry_run else archive, read_only=dry_run,
+                     vacuum=False if dry_run else vacuum_mode) as saver:  # fmt: skip
         for mode, age in (("idle", idle_age), ("history", history_age)):
             if age is None:
                 continue

@@ -279,13 +279,15 @@ def open_saver(
     *,
     read_only: bool = False,
     recovering: bool = False,
+    vacuum: bool | str = False,
 ) -> Iterator[Any]:
     """The attesting saver on an existing LangGraph database, with a ``PostgresStore``
     on the same database if it has a ``store`` table; errors mapped to exit codes.
 
     ``read_only`` (``digest``): every connection is read-only, and a database without
     this library's schema is measured without installing it. ``recovering``: a database
-    without an erasure journal yields a saver with nothing to recover.
+    without an erasure journal yields a saver with nothing to recover. ``vacuum``: the
+    saver's ``vacuum=`` (``True`` or ``"full"``), recorded in every receipt's residue.
     """
     found = probe(dsn)
     d = _Dsn(dsn)
@@ -305,7 +307,8 @@ def open_saver(
             if found.has_store:
                 conns.append(_connect(d, read_only=read_only))
                 store = store_cls(conns[1])
-            yield saver_cls(conns[0], signer=signer, store=store, archive=archive)
+            yield saver_cls(conns[0], signer=signer, store=store, archive=archive,
+                            vacuum=vacuum)  # fmt: skip
     finally:
         for c in conns:
             with suppress(Exception):

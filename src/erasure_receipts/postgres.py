@@ -60,7 +60,7 @@ from .backends.postgres import (
     schema_installed,
     server_identity,
 )
-from .backends.store import StoreSweepPart
+from .backends.store import StoreSweepPart, hides_expired
 from .engine import ErasureRequest, Part
 from .errors import ErasureIncompleteError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
@@ -132,7 +132,7 @@ class _PgAttesting(Attesting):
             store=type(self.store).__name__ if self.store is not None else None,
             store_rows_namespaces=rows_ns,
             extra_parts=extra,
-            extra_residue=self._swept_store_residue if extra else None,
+            extra_residue=(lambda: self._swept_store_residue(extra)) if extra else None,
             versions=_versions(),
             vacuum=self.vacuum,
             lock_timeout_ms=self.lock_timeout_ms,
@@ -145,13 +145,18 @@ class _PgAttesting(Attesting):
     def _retryable(self, exc: ErasureIncompleteError) -> bool:
         return retryable(exc)
 
-    def _swept_store_residue(self) -> list[dict[str, Any]]:
-        return [
-            {"action": "store.scrub", "status": "skipped",
-             "detail": {"store": type(self.store).__name__,
-                        "reason": "deleted through the BaseStore API; its storage is not "
-                                  "scrubbed by this library"}}
-        ]  # fmt: skip
+    def _swept_store_residue(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
+        detail: dict[str, Any] = {
+            "store": type(self.store).__name__,
+            "reason": "deleted through the BaseStore API; its storage is not scrubbed by "
+                      "this library",
+        }  # fmt: skip
+        if self.store is not None and hides_expired(self.store):
+            # search() hides expired rows here: they were read by SQL and deleted too.
+            detail["expired_rows_hidden_from_search"] = sum(
+                p.hidden_deleted for p in parts if isinstance(p, StoreSweepPart)
+            )
+        return [{"action": "store.scrub", "status": "skipped", "detail": detail}]
 
     @staticmethod
     def _identity(session: Session) -> tuple[Any, ...] | None:

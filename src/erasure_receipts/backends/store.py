@@ -6,6 +6,12 @@ sweep pages through ``search`` with an explicit limit - never the default of 10 
 keeps deleting the first page until the namespace is verifiably empty, so items added
 while it runs are swept (and hashed) too. Deletions here cannot be rolled back; the
 receipt records the method as "sweep" and its leaves as API-level JSON.
+
+``search`` is not always the whole namespace: a LangGraph ``PostgresStore`` (sync or
+async) with ``ttl={"omit_expired": True}`` hides expired rows that its TTL sweeper has
+not yet purged. For such a store the hidden rows are read by SQL on the store's own
+connection (:func:`hidden_items`) and measured, deleted and re-checked with the rest,
+so a namespace is never attested from a partial view.
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from langgraph.store.base import BaseStore, Item
 from ..digest import leaf_hash, store_item_leaf
 from ..engine import LeafSink, TableCount, iter_pages
 
-__all__ = ["PAGE_SIZE", "StoreSweepPart", "acount_items", "count_items", "item_leaf"]
+__all__ = [
+    "PAGE_SIZE",
+    "StoreSweepPart",
+    "acount_items",
+    "count_items",
+    "hidden_items",
+    "hides_expired",
+    "item_leaf",
+]
 
 PAGE_SIZE = 100
 
@@ -88,6 +102,69 @@ def _all_items(store: BaseStore, ns: tuple[str, ...]) -> Iterator[Any]:
     return iter_pages(fetch, PAGE_SIZE)
 
 
+def hides_expired(store: BaseStore) -> bool:
+    """Whether ``search`` of ``store`` leaves out stored rows: a LangGraph
+    ``PostgresStore``/``AsyncPostgresStore`` whose ``ttl`` config sets ``omit_expired``
+    (its reads filter ``expires_at <= NOW()`` until the TTL sweeper deletes the rows)."""
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    if not isinstance(store, PostgresStore | AsyncPostgresStore):
+        return False
+    return bool((store.ttl_config or {}).get("omit_expired"))
+
+
+_HIDDEN_SQL = (
+    "SELECT prefix, key, value, created_at, updated_at FROM store "
+    "WHERE (prefix = %s OR prefix LIKE %s ESCAPE '\\') "
+    "AND expires_at IS NOT NULL AND expires_at <= NOW() ORDER BY prefix, key"
+)
+"""The complement of ``PostgresStore``'s ``omit_expired`` filter under one prefix, with
+its own namespace condition (the prefix itself or below it, metacharacters escaped)."""
+
+
+def hidden_items(store: BaseStore, ns: tuple[str, ...]) -> list[Item]:
+    """Items under ``ns`` that ``search`` does not return (see :func:`hides_expired`),
+    read by SQL on the store's own connection and converted as the store converts its
+    rows; ``[]`` for any other store. An async store is queried on its event loop: call
+    this from a worker thread, as its synchronous API requires."""
+    if not hides_expired(store):
+        return []
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+    from langgraph.store.postgres.base import _decode_ns_bytes, _row_to_item
+
+    text = ".".join(ns)
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    params = (text, escaped + ".%")
+    pg: Any = store
+    if isinstance(store, AsyncPostgresStore):
+
+        async def fetch() -> list[Any]:
+            async with pg._cursor() as cur:
+                await cur.execute(_HIDDEN_SQL, params)
+                return list(await cur.fetchall())
+
+        try:
+            on_loop = asyncio.get_running_loop() is store.loop
+        except RuntimeError:  # no event loop in this thread
+            on_loop = False
+        if on_loop:  # it would wait for itself
+            raise RuntimeError("an AsyncPostgresStore must be read from a worker thread here")
+        rows = asyncio.run_coroutine_threadsafe(fetch(), store.loop).result()
+    else:
+        with pg._cursor() as cur:
+            cur.execute(_HIDDEN_SQL, params)
+            rows = list(cur.fetchall())
+    loader = getattr(store, "_deserializer", None)
+    return [_row_to_item(_decode_ns_bytes(r["prefix"]), r, loader=loader) for r in rows]
+
+
+def _every_item(store: BaseStore, ns: tuple[str, ...]) -> Iterator[Any]:
+    """What ``search`` returns under ``ns``, then the rows it hides (may overlap)."""
+    yield from _all_items(store, ns)
+    yield from hidden_items(store, ns)
+
+
 @dataclass
 class StoreSweepPart:
     """Store items under namespace prefixes, measured and deleted through the
@@ -102,6 +179,8 @@ class StoreSweepPart:
     """``store`` in a subject receipt (its own unit), else ""."""
     role: str = "removed"
     irreversible_deleted: int = 0
+    hidden_deleted: int = 0
+    """Of those, rows ``search`` did not show (expired, see :func:`hidden_items`)."""
     max_rounds: int = 100_000
     _seen: dict[tuple[str, str], tuple[bytes, int]] = field(default_factory=dict)
 
@@ -121,7 +200,7 @@ class StoreSweepPart:
         """Hash every item under the prefixes in ``(prefix, key)`` order; deletes nothing."""
         self._seen.clear()  # a measure after a failed erase must not count stale items
         for ns in self.namespaces:
-            for item in _all_items(self.store, ns):
+            for item in _every_item(self.store, ns):
                 key, leaf, size = item_leaf(item)
                 self._seen[key] = (leaf, size)
         return self._emit(sink)
@@ -130,20 +209,25 @@ class StoreSweepPart:
         """The leaf data of every item, in the order ``measure`` hashes them (legal hold)."""
         found: dict[tuple[str, str], bytes] = {}
         for ns in self.namespaces:
-            for item in _all_items(self.store, ns):
+            for item in _every_item(self.store, ns):
                 key, data, _ = item_leaf_data(item)
                 found[key] = data
         for key in sorted(found):
             yield found[key]
 
     def erase(self, sink: LeafSink) -> TableCount:
-        """Delete the first page until ``search`` returns nothing, hashing every item
-        deleted (items added meanwhile too); raises if deletes do not take effect or the
-        sweep does not converge within ``max_rounds`` pages per namespace."""
+        """Delete the first page until ``search`` returns nothing, then the rows it hides
+        (:func:`hidden_items`), hashing every item deleted (items added meanwhile too);
+        raises if deletes do not take effect or the sweep does not converge within
+        ``max_rounds`` pages per namespace."""
         self._seen.clear()
         for ns in self.namespaces:
             for _ in range(self.max_rounds):
                 page = _search(self.store, ns, 0)
+                if not page:
+                    # ``delete`` removes a hidden row too (it does not filter on expiry).
+                    page = hidden_items(self.store, ns)
+                    self.hidden_deleted += len(page)
                 if not page:
                     break
                 fresh = 0
@@ -167,5 +251,7 @@ class StoreSweepPart:
         """Nothing deferred: the sweep deletes as it goes."""
 
     def remaining(self) -> int:
-        """Items ``search`` still returns under the prefixes (paged to the end)."""
-        return count_items(self.store, self.namespaces)
+        """Items ``search`` still returns under the prefixes (paged to the end), plus the
+        rows it hides (:func:`hidden_items`)."""
+        hidden = sum(len(hidden_items(self.store, ns)) for ns in self.namespaces)
+        return count_items(self.store, self.namespaces) + hidden

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
+from ..errors import ConfigurationError
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
 from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
 
@@ -309,6 +310,10 @@ def locate(
     return out
 
 
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its ``(key, value)`` pairs, duplicates kept (as ``json_each``)."""
+
+
 def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[str]:
     """Thread ids (sorted) with a checkpoint whose metadata has the top-level ``key``
     equal to ``value`` (a JSON string, or a JSON integer written as ``value``).
@@ -317,23 +322,44 @@ def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[
     metadata (a JSON BLOB), and ``copy_thread`` forks keep it. One scan of
     ``checkpoints``: rows are pre-filtered by a byte search for ``value`` as JSON text
     and only those are parsed. Read-only; inside an erasure it reads that transaction.
+
+    The JSON is parsed here, not with SQLite's ``json_each``: that needs the BLOB cast
+    to TEXT, which reads its UTF-8 bytes as UTF-16 in a UTF-16 database. Metadata a
+    writer stored as TEXT is read in the database's encoding. Raises
+    ``ConfigurationError`` if metadata holding the value is not JSON (the thread can
+    then not be told to be the subject's or not).
     """
-    forms = list(
-        dict.fromkeys(
-            json.dumps(value, ensure_ascii=a)[1:-1].encode("utf-8", "surrogatepass")
-            for a in (False, True)
-        )
-    )
-    pre = " OR ".join("instr(CAST(c.metadata AS BLOB), ?) > 0" for _ in forms)
-    rows = conn.execute(
-        "SELECT DISTINCT CAST(c.thread_id AS BLOB) FROM checkpoints c, "
-        "json_each(CAST(c.metadata AS TEXT)) j "
-        f"WHERE c.metadata IS NOT NULL AND ({pre}) AND j.key = ? "
-        "AND j.type IN ('text', 'integer') AND CAST(j.value AS TEXT) = ?",
-        [*forms, key, value],
-    ).fetchall()
     enc = text_encoding(conn)
-    return sorted(bytes(r[0]).decode(enc, "surrogatepass") for r in rows)
+    texts = dict.fromkeys(json.dumps(value, ensure_ascii=a)[1:-1] for a in (False, True))
+    codecs = ["utf-8"] if enc == "utf-8" else ["utf-8", enc]
+    forms = list(dict.fromkeys(t.encode(c, "surrogatepass") for t in texts for c in codecs))
+    pre = " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in forms)
+    rows = conn.execute(
+        "SELECT CAST(thread_id AS BLOB), typeof(metadata) = 'text', CAST(metadata AS BLOB) "
+        f"FROM checkpoints WHERE metadata IS NOT NULL AND ({pre})",
+        forms,
+    ).fetchall()
+    found: set[bytes] = set()
+    for tid, is_text, raw in rows:
+        if bytes(tid) in found:
+            continue
+        try:
+            doc = json.loads(
+                bytes(raw).decode(enc if is_text else "utf-8", "replace"), object_pairs_hook=_Pairs
+            )
+        except ValueError:
+            raise ConfigurationError(
+                f"a checkpoint's metadata holding {key}={value!r} is not JSON: it cannot be "
+                "told whether its thread is the subject's; name the threads with threads=[...]"
+            ) from None
+        if isinstance(doc, _Pairs) and any(
+            k == key
+            and ((type(v) is str and v == value) or (type(v) is int and -(1 << 63) <= v < 1 << 63
+                                                     and str(v) == value))
+            for k, v in doc
+        ):  # fmt: skip
+            found.add(bytes(tid))
+    return sorted(t.decode(enc, "surrogatepass") for t in found)
 
 
 def purge_journal(conn: sqlite3.Connection, older_than: str) -> int:
@@ -878,15 +904,18 @@ def idle_threads(
     ``after`` may be such an id: it is compared as the stored bytes."""
     enc = text_encoding(conn)
     errors = _id_errors(enc)
-    cond, params = "", []
+    cond = ""
     if after is not None:
-        cond, params = "WHERE thread_id > CAST(? AS TEXT)", [after.encode(enc, errors)]
+        # A literal, not a bound BLOB: SQLite casts a bound BLOB to TEXT as UTF-8
+        # whatever the database's encoding, so in a UTF-16 database the comparison
+        # would never advance past the page.
+        cond = f"WHERE thread_id > CAST(X'{after.encode(enc, errors).hex()}' AS TEXT)"
     rows = conn.execute(
         "SELECT CAST(thread_id AS BLOB), CAST(max(checkpoint_id) AS BLOB), count(*), "
         f"count(DISTINCT checkpoint_ns) FROM checkpoints {cond} GROUP BY thread_id "
         "HAVING max(checkpoint_id) < ? OR length(max(checkpoint_id)) <> 36 "
         "OR substr(max(checkpoint_id), 15, 1) <> '6' ORDER BY thread_id LIMIT ?",
-        [*params, before, limit],
+        [before, limit],
     ).fetchall()
     if conn.in_transaction:
         conn.commit()  # end an implicit read transaction (legacy isolation modes)

@@ -349,8 +349,10 @@ def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[
             )
         except ValueError:
             raise ConfigurationError(
-                f"a checkpoint's metadata holding {key}={value!r} is not JSON: it cannot be "
-                "told whether its thread is the subject's; name the threads with threads=[...]"
+                # No value or thread id named: it may be a raw subject id (privacy mode).
+                f"a checkpoint's metadata holding the subject's {key!r} value is not JSON: "
+                "its thread cannot be told to be the subject's or not; name the threads "
+                "with threads=[...]"
             ) from None
         if isinstance(doc, _Pairs) and any(
             k == key

@@ -24,7 +24,13 @@ from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
 from ..errors import ConfigurationError
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
-from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
+from .sqlite_residue import (
+    JOURNAL_FILE_MODES,
+    Needles,
+    bounded_checkpoint,
+    clear_journal,
+    residue_scan,
+)
 
 __all__ = [
     "TOMBSTONE_MESSAGE",
@@ -218,12 +224,14 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
     if mode != "wal":
         out.append({"action": action, "status": "not_applicable",
                     "detail": {"journal_mode": mode, **where}})  # fmt: skip
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     try:
         busy, log, done, waited = bounded_checkpoint(conn, CHECKPOINT_WAIT_MS)
     except sqlite3.Error as exc:
         out.append({"action": action, "status": "failed",
                     "detail": {"mode": "TRUNCATE", "error": str(exc)[:200], **where}})  # fmt: skip
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     wal = database_path(conn) + "-wal"
     wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
@@ -238,7 +246,39 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
         **where,
     }
     out.append({"action": action, "status": "applied" if ok else "partial", "detail": detail})
+    out.append(journal_residue(conn, mode, suffix, where))
     return out
+
+
+def journal_residue(
+    conn: sqlite3.Connection, mode: str, suffix: str = "", where: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``sqlite.rollback_journal`` entry: the ``-journal`` file cleared of the
+    erased rows' pre-images (:func:`clear_journal`), whatever the journal mode.
+
+    ``applied`` only if the file was read back absent, empty or all zeros; ``partial``
+    if another writer kept the lock (the file is left as it is), ``failed`` on an error;
+    ``not_applicable`` for an in-memory database, or a mode that writes no ``-journal``
+    (``wal``, ``memory``, ``off``) when none was there.
+    """
+    action = f"sqlite.rollback_journal{suffix}"
+    base: dict[str, Any] = {"journal_mode": mode, **(where or {})}
+    path = database_path(conn)
+    if path == ":memory:":
+        return {"action": action, "status": "not_applicable",
+                "detail": {**base, "reason": "in-memory database: no -journal file"}}  # fmt: skip
+    detail = {**base, **clear_journal(conn, path, CHECKPOINT_WAIT_MS)}
+    cleared = detail.pop("cleared")
+    if "error" in detail:
+        status = "failed"
+    elif not cleared:
+        status = "partial"
+        detail.setdefault("reason", "the -journal file still holds non-zero bytes")
+    elif mode in JOURNAL_FILE_MODES or detail["journal_bytes_before"]:
+        status = "applied"
+    else:
+        status = "not_applicable"
+    return {"action": action, "status": status, "detail": detail}
 
 
 NEEDLE_TABLES = ("checkpoints", "writes", "store")

@@ -23,6 +23,7 @@ from erasure_receipts import (
     AsyncAttestingSqliteSaver,
     AttestingSqliteSaver,
     ConfigurationError,
+    NeedlesFoundError,
     Signer,
     verify_receipt,
 )
@@ -203,3 +204,29 @@ def test_metadata_written_as_text_and_unparsable_metadata(
         with pytest.raises(ConfigurationError, match="not JSON"):
             s.erase_subject("carol", metadata_key="user_id")
     assert rows(db, "as-text") == 1 and rows(db, "broken") == 1
+
+
+def test_needles_in_text_columns_are_found(u16: tuple[Path, str], signer: Signer) -> None:
+    """TEXT is UTF-16 in such a database (e.g. a store key), BLOBs stay UTF-8: a
+    needle is searched for in both encodings, so a copy in a key is not missed."""
+    db, codec = u16
+    email = "carol@example.com"
+    with (
+        SqliteStore.from_conn_string(str(db)) as store,
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as s,
+    ):
+        store.put(("contacts", "carol"), email, {"n": 1})
+        assert Path(db).read_bytes().count(email.encode(codec)) + Path(
+            f"{db}-wal"
+        ).read_bytes().count(email.encode(codec))
+        found = s.locate([email])
+        assert [(loc.table, loc.column, loc.form) for loc in found] == [("store", "key", "raw")]
+        with pytest.raises(NeedlesFoundError, match="column=key"):
+            s.erase_subject("alice", metadata_key="user_id", needles=[email])
+        assert rows(db, "alice-1") > 0  # nothing deleted
+        r = s.erase_subject(
+            "alice", metadata_key="user_id", needles=[email],
+            store_namespaces=[NS, ("contacts", "carol")],
+        )  # fmt: skip
+    assert r.predicate["needles"]["occurrences_after"] == 0
+    assert raw_rows(db, "store", "prefix = ?", ("contacts.carol",)) == []

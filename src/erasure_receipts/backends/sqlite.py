@@ -293,6 +293,12 @@ def find_needles(
     if not forms:
         return []
     enc = text_encoding(conn)
+    search = list(enumerate(forms))
+    if enc != "utf-8":
+        # TEXT (e.g. a store prefix or key) is stored in UTF-16 there, BLOBs (LangGraph's
+        # checkpoints, metadata, store values) stay UTF-8: look for each form both ways.
+        search += [(i, _transcode(f, enc)) for i, f in enumerate(forms)]
+        search = list(dict.fromkeys((i, f) for i, f in search if f))
     existing = {
         bytes(r[0]).decode(enc)
         for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")
@@ -307,8 +313,8 @@ def find_needles(
         cols = [bytes(r[0]).decode(enc) for r in info]
         pk = [c for _, c in sorted((r[1], c) for c, r in zip(cols, info, strict=True) if r[1])]
         blob = [f"CAST({_quote(c)} AS BLOB)" for c in cols]
-        match = " OR ".join(f"instr({b}, ?) > 0" for b in blob for _ in forms)
-        params: list[Any] = [f for _ in blob for f in forms]
+        match = " OR ".join(f"instr({b}, ?) > 0" for b in blob for _ in search)
+        params: list[Any] = [f for _ in blob for _, f in search]
         where = f"({match})"
         if threads is not None:
             where += f" AND thread_id IN ({', '.join('?' * len(threads))})"
@@ -321,10 +327,17 @@ def find_needles(
                 for c in [*pk, *(["channel"] if "channel" in cols else [])]
             }  # fmt: skip
             for c, v in zip(cols, row, strict=True):
-                for i, f in enumerate(forms):
-                    if v is not None and f in bytes(v):
-                        out.append({"table": table, **key, "column": c, "form": i})
+                hits = sorted({i for i, f in search if v is not None and f in bytes(v)})
+                out += [{"table": table, **key, "column": c, "form": i} for i in hits]
     return out
+
+
+def _transcode(form: bytes, enc: str) -> bytes:
+    """A UTF-8 needle form in the database's text encoding (b"" if it is not text)."""
+    try:
+        return form.decode("utf-8", "surrogatepass").encode(enc, "surrogatepass")
+    except UnicodeError:
+        return b""
 
 
 def locate(

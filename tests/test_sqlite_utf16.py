@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.store.sqlite import SqliteStore
 from typer.testing import CliRunner
 
@@ -177,6 +178,15 @@ def test_cli_digest_locate_erase(u16: tuple[Path, str], tmp_path: Path, signer: 
                              "--out", str(tmp_path / "bob.json")])  # fmt: skip
     assert e2.exit_code == 0, e2.output
     assert rows(db, "bob-1") == 0 and marker_bytes(db, codec) == 0
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        for t in ("carol-1", "dave-1"):  # dated (uuid6) checkpoints, idle from now on
+            s.put({"configurable": {"thread_id": t, "checkpoint_ns": ""}}, empty_checkpoint(),
+                  {}, {})  # fmt: skip
+    sweep = runner.invoke(app, ["retention", str(db), "--idle", "0s", "--key", str(key),
+                                "--archive", str(tmp_path / "sweep"), "--json"])  # fmt: skip
+    assert sweep.exit_code == 0, sweep.output
+    assert len(list((tmp_path / "sweep").iterdir())) == 2, sweep.output
+    assert rows(db, "carol-1") == rows(db, "dave-1") == 0
 
 
 @pytest.mark.parametrize("encoding", ["UTF-8", "UTF-16le"])

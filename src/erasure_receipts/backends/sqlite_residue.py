@@ -376,6 +376,9 @@ def clear_journal(conn: sqlite3.Connection, path: str, wait_ms: int) -> dict[str
         detail["journal_bytes_after"] = after
         detail["cleared"] = after == 0 or not _nonzero(journal)
     except sqlite3.OperationalError as exc:
+        if not any(w in str(exc).lower() for w in ("locked", "busy")):
+            detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            return detail
         detail["reason"] = (
             f"the write lock was not obtained within {wait_ms} ms ({exc}): another "
             "connection is writing, so the -journal file was left as it is"

@@ -240,3 +240,53 @@ def test_needles_in_text_columns_are_found(u16: tuple[Path, str], signer: Signer
         )  # fmt: skip
     assert r.predicate["needles"]["occurrences_after"] == 0
     assert raw_rows(db, "store", "prefix = ?", ("contacts.carol",)) == []
+
+
+def utf16_file(path: Path) -> Path:
+    with sqlite3.connect(path) as c:
+        c.execute("PRAGMA encoding = 'UTF-16le'")
+        c.execute("CREATE TABLE app_settings (k TEXT)")
+    return path
+
+
+def test_delta_channel_thread_is_refused(tmp_path: Path, signer: Signer) -> None:
+    """The marks are looked for in the metadata BLOB as UTF-8 (they were looked for as
+    UTF-16, never found, and the thread's history was erased)."""
+    from erasure_receipts.history import DeltaChannelError
+    from test_history_graphs import cfg as hcfg
+    from test_history_graphs import delta_graph
+
+    db = utf16_file(tmp_path / "d.db")
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        graph = delta_graph(saver)
+        for i in range(3):
+            graph.invoke({"items": [f"i{i}"]}, hcfg("d"))
+        before = rows(db, "d")
+        with pytest.raises(DeltaChannelError, match="DeltaChannel: d"):
+            saver.erase_history("d")
+    assert rows(db, "d") == before
+
+
+def test_history_of_a_thread_with_subgraph_calls(tmp_path: Path, signer: Signer) -> None:
+    """The kept subgraph call is found from the metadata's ``parents`` (read as UTF-16,
+    it was no JSON, so the plan differed from the same thread in a UTF-8 file)."""
+    from langgraph.types import Command
+
+    from test_history_graphs import cfg as hcfg
+    from test_history_graphs import human as hhuman
+    from test_history_graphs import nested_graph
+
+    db = utf16_file(tmp_path / "s.db")
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        graph = nested_graph(saver)
+        for i in range(3):
+            graph.invoke(hhuman(f"turn {i}"), hcfg("t"))
+            graph.invoke(Command(resume=f"yes {i}"), hcfg("t"))
+        graph.invoke(hhuman("last turn"), hcfg("t"))  # interrupted inside the subgraph call
+        snap = graph.get_state(hcfg("t"), subgraphs=True)
+        current_call = snap.tasks[0].state.config["configurable"]["checkpoint_ns"]  # type: ignore[union-attr]
+        receipt = saver.erase_history("t")
+        kept = [c["checkpoint_ns"] for c in receipt.predicate["kept_state"]["checkpoints"]]
+        assert kept == ["", current_call]
+        out = graph.invoke(Command(resume="yes finally"), hcfg("t"))
+    assert out["messages"][-1].content == "approved: yes finally" and out["turns"] == 4

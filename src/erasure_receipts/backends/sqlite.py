@@ -876,9 +876,13 @@ class PlannedSqlPart(SqlTablePart):
         return super().remaining()
 
 
-def _metadata(raw: Any, enc: str) -> dict[str, Any]:
+def _metadata(raw: Any, is_text: Any, enc: str) -> dict[str, Any]:
+    """Checkpoint metadata as stored: a BLOB (LangGraph's) is UTF-8 JSON whatever the
+    database's encoding, TEXT (another writer's) is in the database's encoding."""
+    if raw is None:
+        return {}
     try:
-        meta = json.loads(bytes(raw).decode(enc, "surrogatepass")) if raw is not None else {}
+        meta = json.loads(bytes(raw).decode(enc if is_text else "utf-8", "surrogatepass"))
     except ValueError:
         return {}
     return meta if isinstance(meta, dict) else {}
@@ -894,14 +898,15 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
     as LangGraph's ``prune`` does.
     """
     enc = text_encoding(conn)
-    marks = [f'"{k}"'.encode(enc) for k in DELTA_KEYS]
-    for (raw,) in conn.execute(
-        "SELECT CAST(metadata AS BLOB) FROM checkpoints WHERE thread_id = ? AND ("
+    marks = list(dict.fromkeys(f'"{k}"'.encode(c) for k in DELTA_KEYS for c in ("utf-8", enc)))
+    for raw, is_text in conn.execute(
+        "SELECT CAST(metadata AS BLOB), typeof(metadata) = 'text' FROM checkpoints "
+        "WHERE thread_id = ? AND ("
         + " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in marks)
         + ")",
         [thread_id, *marks],
     ):
-        if any(k in _metadata(raw, enc) for k in DELTA_KEYS):
+        if any(k in _metadata(raw, is_text, enc) for k in DELTA_KEYS):
             raise DeltaChannelError([thread_id])
     heads: list[Head] = []
     for raw_ns, raw_id in conn.execute(
@@ -913,11 +918,12 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
         root, saved = None, False
         if ":" in ns:
             row = conn.execute(
-                "SELECT CAST(metadata AS BLOB) FROM checkpoints "
+                "SELECT CAST(metadata AS BLOB), typeof(metadata) = 'text' FROM checkpoints "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 (thread_id, ns, head),
             ).fetchone()
-            parents = _metadata(row[0] if row else None, enc).get("parents")
+            raw, is_text = row if row is not None else (None, 0)
+            parents = _metadata(raw, is_text, enc).get("parents")
             root = parents.get("") if isinstance(parents, dict) else None
             saved = isinstance(root, str) and bool(
                 conn.execute(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,3 +224,50 @@ def test_store_in_another_file_and_async_saver(tmp_path: Path, signer: Signer) -
     assert s["status"] == "applied" and s["detail"]["database"] == str(sdb)
     for path in (db, journal(db), sdb, journal(sdb)):
         assert count(path, MARKER.encode()) == 0, path.name
+
+
+CRASH = textwrap.dedent(
+    """
+    import os, sys
+    from erasure_receipts import AttestingSqliteSaver, Signer
+    from erasure_receipts.backends import sqlite as sqlite_backend
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    def die(*a, **k):
+        os._exit(17)  # committed; the -journal still holds the pre-images
+
+    sqlite_backend.journal_residue = die
+    with AttestingSqliteSaver.from_conn_string(
+        sys.argv[1], signer=Signer.from_seed(bytes(range(32)))
+    ) as s:
+        s.setup()
+        s.conn.execute("PRAGMA journal_mode = PERSIST")
+        for i in range(40):
+            cp = empty_checkpoint(); cp["id"] = f"1ef{i:029d}"
+            cp["channel_values"] = {"v": sys.argv[2] + " " + "x" * 2000}
+            s.put({"configurable": {"thread_id": "t-crash", "checkpoint_ns": ""}}, cp, {}, {})
+        s.erase_thread("t-crash")
+    """
+)
+
+
+def test_recovery_after_a_crash_clears_the_journal_too(tmp_path: Path, signer: Signer) -> None:
+    """The process dies after the commit, before the journal was cleared; the receipt
+    issued by recovery in another process (its connection also in PERSIST mode) clears
+    and records it."""
+    db = tmp_path / "c.db"
+    proc = subprocess.run([sys.executable, "-c", CRASH, str(db), MARKER],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 17, proc.stderr
+    assert count(journal(db), MARKER.encode()) > 0  # what SQLite left behind
+    conn = sqlite3.connect(db, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = PERSIST")
+    s = AttestingSqliteSaver(conn, signer=signer)
+    s.is_setup = True  # set up by the crashed process; LangGraph's setup would turn WAL on
+    [r] = s.recover_receipts(min_age_seconds=0)
+    conn.close()
+    e = entry(r)
+    assert e["detail"]["journal_mode"] == "persist"
+    assert e["status"] == "applied" and e["detail"]["zeroed_bytes"] > 0, e
+    assert count(journal(db), MARKER.encode()) == 0
+    verify_receipt(r.to_json(), [signer.public_key])

@@ -44,6 +44,7 @@ __all__ = [
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
+    "journal_residue",
     "latest_checkpoint",
     "locate",
     "mark_issued",

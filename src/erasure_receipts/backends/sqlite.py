@@ -23,8 +23,15 @@ from typing import Any
 from .. import lease
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
+from ..errors import ConfigurationError
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
-from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
+from .sqlite_residue import (
+    JOURNAL_FILE_MODES,
+    Needles,
+    bounded_checkpoint,
+    clear_journal,
+    residue_scan,
+)
 
 try:
     import fcntl
@@ -43,6 +50,7 @@ __all__ = [
     "is_erased",
     "is_tombstone_error",
     "journal_receipts",
+    "journal_residue",
     "latest_checkpoint",
     "locate",
     "mark_issued",
@@ -289,12 +297,14 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
     if mode != "wal":
         out.append({"action": action, "status": "not_applicable",
                     "detail": {"journal_mode": mode, **where}})  # fmt: skip
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     try:
         busy, log, done, waited = bounded_checkpoint(conn, CHECKPOINT_WAIT_MS)
     except sqlite3.Error as exc:
         out.append({"action": action, "status": "failed",
                     "detail": {"mode": "TRUNCATE", "error": str(exc)[:200], **where}})  # fmt: skip
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     wal = database_path(conn) + "-wal"
     wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
@@ -309,7 +319,39 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
         **where,
     }
     out.append({"action": action, "status": "applied" if ok else "partial", "detail": detail})
+    out.append(journal_residue(conn, mode, suffix, where))
     return out
+
+
+def journal_residue(
+    conn: sqlite3.Connection, mode: str, suffix: str = "", where: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``sqlite.rollback_journal`` entry: the ``-journal`` file cleared of the
+    erased rows' pre-images (:func:`clear_journal`), whatever the journal mode.
+
+    ``applied`` only if the file was read back absent, empty or all zeros; ``partial``
+    if another writer kept the lock (the file is left as it is), ``failed`` on an error;
+    ``not_applicable`` for an in-memory database, or a mode that writes no ``-journal``
+    (``wal``, ``memory``, ``off``) when none was there.
+    """
+    action = f"sqlite.rollback_journal{suffix}"
+    base: dict[str, Any] = {"journal_mode": mode, **(where or {})}
+    path = database_path(conn)
+    if path == ":memory:":
+        return {"action": action, "status": "not_applicable",
+                "detail": {**base, "reason": "in-memory database: no -journal file"}}  # fmt: skip
+    detail = {**base, **clear_journal(conn, path, CHECKPOINT_WAIT_MS)}
+    cleared = detail.pop("cleared")
+    if "error" in detail:
+        status = "failed"
+    elif not cleared:
+        status = "partial"
+        detail.setdefault("reason", "the -journal file still holds non-zero bytes")
+    elif mode in JOURNAL_FILE_MODES or detail["journal_bytes_before"]:
+        status = "applied"
+    else:
+        status = "not_applicable"
+    return {"action": action, "status": status, "detail": detail}
 
 
 NEEDLE_TABLES = ("checkpoints", "writes", "store")
@@ -324,6 +366,12 @@ def find_needles(
     if not forms:
         return []
     enc = text_encoding(conn)
+    search = list(enumerate(forms))
+    if enc != "utf-8":
+        # TEXT (e.g. a store prefix or key) is stored in UTF-16 there, BLOBs (LangGraph's
+        # checkpoints, metadata, store values) stay UTF-8: look for each form both ways.
+        search += [(i, _transcode(f, enc)) for i, f in enumerate(forms)]
+        search = list(dict.fromkeys((i, f) for i, f in search if f))
     existing = {
         bytes(r[0]).decode(enc)
         for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")
@@ -338,8 +386,8 @@ def find_needles(
         cols = [bytes(r[0]).decode(enc) for r in info]
         pk = [c for _, c in sorted((r[1], c) for c, r in zip(cols, info, strict=True) if r[1])]
         blob = [f"CAST({_quote(c)} AS BLOB)" for c in cols]
-        match = " OR ".join(f"instr({b}, ?) > 0" for b in blob for _ in forms)
-        params: list[Any] = [f for _ in blob for f in forms]
+        match = " OR ".join(f"instr({b}, ?) > 0" for b in blob for _ in search)
+        params: list[Any] = [f for _ in blob for _, f in search]
         where = f"({match})"
         if threads is not None:
             where += f" AND thread_id IN ({', '.join('?' * len(threads))})"
@@ -352,10 +400,17 @@ def find_needles(
                 for c in [*pk, *(["channel"] if "channel" in cols else [])]
             }  # fmt: skip
             for c, v in zip(cols, row, strict=True):
-                for i, f in enumerate(forms):
-                    if v is not None and f in bytes(v):
-                        out.append({"table": table, **key, "column": c, "form": i})
+                hits = sorted({i for i, f in search if v is not None and f in bytes(v)})
+                out += [{"table": table, **key, "column": c, "form": i} for i in hits]
     return out
+
+
+def _transcode(form: bytes, enc: str) -> bytes:
+    """A UTF-8 needle form in the database's text encoding (b"" if it is not text)."""
+    try:
+        return form.decode("utf-8", "surrogatepass").encode(enc, "surrogatepass")
+    except UnicodeError:
+        return b""
 
 
 def locate(
@@ -381,6 +436,10 @@ def locate(
     return out
 
 
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its ``(key, value)`` pairs, duplicates kept (as ``json_each``)."""
+
+
 def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[str]:
     """Thread ids (sorted) with a checkpoint whose metadata has the top-level ``key``
     equal to ``value`` (a JSON string, or a JSON integer written as ``value``).
@@ -389,23 +448,46 @@ def threads_by_metadata(conn: sqlite3.Connection, key: str, value: str) -> list[
     metadata (a JSON BLOB), and ``copy_thread`` forks keep it. One scan of
     ``checkpoints``: rows are pre-filtered by a byte search for ``value`` as JSON text
     and only those are parsed. Read-only; inside an erasure it reads that transaction.
+
+    The JSON is parsed here, not with SQLite's ``json_each``: that needs the BLOB cast
+    to TEXT, which reads its UTF-8 bytes as UTF-16 in a UTF-16 database. Metadata a
+    writer stored as TEXT is read in the database's encoding. Raises
+    ``ConfigurationError`` if metadata holding the value is not JSON (the thread can
+    then not be told to be the subject's or not).
     """
-    forms = list(
-        dict.fromkeys(
-            json.dumps(value, ensure_ascii=a)[1:-1].encode("utf-8", "surrogatepass")
-            for a in (False, True)
-        )
-    )
-    pre = " OR ".join("instr(CAST(c.metadata AS BLOB), ?) > 0" for _ in forms)
-    rows = conn.execute(
-        "SELECT DISTINCT CAST(c.thread_id AS BLOB) FROM checkpoints c, "
-        "json_each(CAST(c.metadata AS TEXT)) j "
-        f"WHERE c.metadata IS NOT NULL AND ({pre}) AND j.key = ? "
-        "AND j.type IN ('text', 'integer') AND CAST(j.value AS TEXT) = ?",
-        [*forms, key, value],
-    ).fetchall()
     enc = text_encoding(conn)
-    return sorted(bytes(r[0]).decode(enc, "surrogatepass") for r in rows)
+    texts = dict.fromkeys(json.dumps(value, ensure_ascii=a)[1:-1] for a in (False, True))
+    codecs = ["utf-8"] if enc == "utf-8" else ["utf-8", enc]
+    forms = list(dict.fromkeys(t.encode(c, "surrogatepass") for t in texts for c in codecs))
+    pre = " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in forms)
+    rows = conn.execute(
+        "SELECT CAST(thread_id AS BLOB), typeof(metadata) = 'text', CAST(metadata AS BLOB) "
+        f"FROM checkpoints WHERE metadata IS NOT NULL AND ({pre})",
+        forms,
+    ).fetchall()
+    found: set[bytes] = set()
+    for tid, is_text, raw in rows:
+        if bytes(tid) in found:
+            continue
+        try:
+            doc = json.loads(
+                bytes(raw).decode(enc if is_text else "utf-8", "replace"), object_pairs_hook=_Pairs
+            )
+        except ValueError:
+            raise ConfigurationError(
+                # No value or thread id named: it may be a raw subject id (privacy mode).
+                f"a checkpoint's metadata holding the subject's {key!r} value is not JSON: "
+                "its thread cannot be told to be the subject's or not; name the threads "
+                "with threads=[...]"
+            ) from None
+        if isinstance(doc, _Pairs) and any(
+            k == key
+            and ((type(v) is str and v == value) or (type(v) is int and -(1 << 63) <= v < 1 << 63
+                                                     and str(v) == value))
+            for k, v in doc
+        ):  # fmt: skip
+            found.add(bytes(tid))
+    return sorted(t.decode(enc, "surrogatepass") for t in found)
 
 
 def purge_journal(conn: sqlite3.Connection, older_than: str) -> int:
@@ -876,9 +958,13 @@ class PlannedSqlPart(SqlTablePart):
         return super().remaining()
 
 
-def _metadata(raw: Any, enc: str) -> dict[str, Any]:
+def _metadata(raw: Any, is_text: Any, enc: str) -> dict[str, Any]:
+    """Checkpoint metadata as stored: a BLOB (LangGraph's) is UTF-8 JSON whatever the
+    database's encoding, TEXT (another writer's) is in the database's encoding."""
+    if raw is None:
+        return {}
     try:
-        meta = json.loads(bytes(raw).decode(enc, "surrogatepass")) if raw is not None else {}
+        meta = json.loads(bytes(raw).decode(enc if is_text else "utf-8", "surrogatepass"))
     except ValueError:
         return {}
     return meta if isinstance(meta, dict) else {}
@@ -894,14 +980,15 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
     as LangGraph's ``prune`` does.
     """
     enc = text_encoding(conn)
-    marks = [f'"{k}"'.encode(enc) for k in DELTA_KEYS]
-    for (raw,) in conn.execute(
-        "SELECT CAST(metadata AS BLOB) FROM checkpoints WHERE thread_id = ? AND ("
+    marks = list(dict.fromkeys(f'"{k}"'.encode(c) for k in DELTA_KEYS for c in ("utf-8", enc)))
+    for raw, is_text in conn.execute(
+        "SELECT CAST(metadata AS BLOB), typeof(metadata) = 'text' FROM checkpoints "
+        "WHERE thread_id = ? AND ("
         + " OR ".join("instr(CAST(metadata AS BLOB), ?) > 0" for _ in marks)
         + ")",
         [thread_id, *marks],
     ):
-        if any(k in _metadata(raw, enc) for k in DELTA_KEYS):
+        if any(k in _metadata(raw, is_text, enc) for k in DELTA_KEYS):
             raise DeltaChannelError([thread_id])
     heads: list[Head] = []
     for raw_ns, raw_id in conn.execute(
@@ -913,11 +1000,12 @@ def plan_keep_latest(conn: sqlite3.Connection, thread_id: str, *, write: bool) -
         root, saved = None, False
         if ":" in ns:
             row = conn.execute(
-                "SELECT CAST(metadata AS BLOB) FROM checkpoints "
+                "SELECT CAST(metadata AS BLOB), typeof(metadata) = 'text' FROM checkpoints "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 (thread_id, ns, head),
             ).fetchone()
-            parents = _metadata(row[0] if row else None, enc).get("parents")
+            raw, is_text = row if row is not None else (None, 0)
+            parents = _metadata(raw, is_text, enc).get("parents")
             root = parents.get("") if isinstance(parents, dict) else None
             saved = isinstance(root, str) and bool(
                 conn.execute(
@@ -959,15 +1047,18 @@ def idle_threads(
     ``after`` may be such an id: it is compared as the stored bytes."""
     enc = text_encoding(conn)
     errors = _id_errors(enc)
-    cond, params = "", []
+    cond = ""
     if after is not None:
-        cond, params = "WHERE thread_id > CAST(? AS TEXT)", [after.encode(enc, errors)]
+        # A literal, not a bound BLOB: SQLite casts a bound BLOB to TEXT as UTF-8
+        # whatever the database's encoding, so in a UTF-16 database the comparison
+        # would never advance past the page.
+        cond = f"WHERE thread_id > CAST(X'{after.encode(enc, errors).hex()}' AS TEXT)"
     rows = conn.execute(
         "SELECT CAST(thread_id AS BLOB), CAST(max(checkpoint_id) AS BLOB), count(*), "
         f"count(DISTINCT checkpoint_ns) FROM checkpoints {cond} GROUP BY thread_id "
         "HAVING max(checkpoint_id) < ? OR length(max(checkpoint_id)) <> 36 "
         "OR substr(max(checkpoint_id), 15, 1) <> '6' ORDER BY thread_id LIMIT ?",
-        [*params, before, limit],
+        [before, limit],
     ).fetchall()
     if conn.in_transaction:
         conn.commit()  # end an implicit read transaction (legacy isolation modes)

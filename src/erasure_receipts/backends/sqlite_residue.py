@@ -38,7 +38,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["WINDOW", "Needles", "bounded_checkpoint", "dead_space", "residue_scan"]
+__all__ = [
+    "WINDOW",
+    "Needles",
+    "bounded_checkpoint",
+    "clear_journal",
+    "dead_space",
+    "residue_scan",
+]
 
 WINDOW = 32
 """Needle length. Long enough that a match is not chance; short enough for partial copies."""
@@ -328,6 +335,92 @@ def bounded_checkpoint(conn: sqlite3.Connection, wait_ms: int) -> tuple[int, int
     return int(busy), int(log), int(done), waited
 
 
+JOURNAL_FILE_MODES = ("delete", "truncate", "persist")
+"""Journal modes that write the rollback journal to the ``-journal`` file (``memory``
+keeps it in memory, ``off`` has none, ``wal`` writes the ``-wal`` instead)."""
+
+
+def clear_journal(conn: sqlite3.Connection, path: str, wait_ms: int) -> dict[str, Any]:
+    """Leave the ``-journal`` file holding nothing: zero it in place and truncate it,
+    under the write lock, then read it back. Returns the residue ``detail``; ``cleared``
+    is True only if the file was read back absent, empty or all zero bytes.
+
+    A rollback journal holds pre-images of every page a transaction changed, so after
+    an erasure it holds the erased rows in full. ``DELETE`` and ``TRUNCATE`` drop it at
+    commit, but ``PERSIST`` (and any mode under ``locking_mode=EXCLUSIVE``) only zeroes
+    its header: the pre-images stay until a later transaction happens to overwrite
+    them. Only the writer holding the lock writes the journal, and a journal whose
+    header is zero (or that is empty) is never rolled back, so zeroing it under
+    ``BEGIN IMMEDIATE`` (waiting at most ``wait_ms`` for another writer) cannot harm
+    a transaction. Never raises: the failure is in ``detail`` (``error``, ``reason``).
+    """
+    journal = path + "-journal"
+    detail: dict[str, Any] = {"journal_bytes_before": 0, "zeroed_bytes": 0, "cleared": False}
+    try:
+        size = _size(journal)
+        detail["journal_bytes_before"] = size
+        if size and _nonzero(journal):
+            with _write_lock(conn, wait_ms) as waited:
+                detail["writer_wait_ms"] = waited
+                size = _size(journal)  # as the lock holder sees it
+                if size:
+                    with open(journal, "r+b") as fh:
+                        for off in range(0, size, 1 << 20):
+                            fh.write(bytes(min(1 << 20, size - off)))
+                        fh.flush()
+                        os.fsync(fh.fileno())
+                        fh.truncate(0)
+                        os.fsync(fh.fileno())
+                    detail["zeroed_bytes"] = size
+        after = _size(journal)
+        detail["journal_bytes_after"] = after
+        detail["cleared"] = after == 0 or not _nonzero(journal)
+    except sqlite3.OperationalError as exc:
+        if not any(w in str(exc).lower() for w in ("locked", "busy")):
+            detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            return detail
+        detail["reason"] = (
+            f"the write lock was not obtained within {wait_ms} ms ({exc}): another "
+            "connection is writing, so the -journal file was left as it is"
+        )[:400]
+        detail["journal_bytes_after"] = _size(journal)
+    except sqlite3.Error as exc:
+        detail["error"] = f"{type(exc).__name__}: {exc}"[:200]
+    except OSError as exc:  # strerror only: the file name is a path (privacy mode)
+        detail["error"] = f"{type(exc).__name__}: {exc.strerror or 'I/O error'}"[:200]
+    return detail
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+def _nonzero(path: str) -> bool:
+    """Whether the file (if it exists) holds any non-zero byte: read, not assumed."""
+    return any(seg.count(0) != len(seg) for seg in _file_chunks(path))
+
+
+@contextmanager
+def _write_lock(conn: sqlite3.Connection, wait_ms: int) -> Iterator[int]:
+    """``BEGIN IMMEDIATE`` (the write lock) for at most ``wait_ms``, rolled back after."""
+    if conn.in_transaction:
+        raise sqlite3.ProgrammingError("the connection has an open transaction")
+    timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    waited = min(timeout, wait_ms)
+    conn.execute(f"PRAGMA busy_timeout = {waited}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {timeout}")
+    try:
+        yield waited
+    finally:
+        conn.rollback()
+
+
 def _checkpoint(conn: sqlite3.Connection) -> int:
     return bounded_checkpoint(conn, SETTLE_WAIT_MS)[0]
 
@@ -401,10 +494,15 @@ def residue_scan(
             nonzero_dead_bytes=before.nonzero,
             copies_before=before.copies if before.counted else None,
         )
-        after = before
+        after, journal_cleared = before, True
         if vacuum or not before.counted or before.copies:
             conn.execute("VACUUM")
             vacuumed = True
+            # In a rollback-journal mode VACUUM journals every page it rewrites; PERSIST
+            # keeps those pre-images (the copies and earlier versions) in the -journal.
+            journal = clear_journal(conn, path, SETTLE_WAIT_MS)
+            journal_cleared = bool(journal["cleared"])
+            detail["journal_cleared"] = journal_cleared
             with _settled(conn, path):
                 after = _scan_files(conn, path, needles)
         detail.update(
@@ -412,6 +510,10 @@ def residue_scan(
             copies_after=after.copies if after.counted else None,
             nonzero_dead_bytes_after=after.nonzero,
         )
+        if not journal_cleared:
+            why = journal.get("reason") or journal.get("error") or "non-zero bytes remain"
+            why = f"the -journal file keeps the pages VACUUM replaced: {why}"
+            detail["reason"] = "; ".join(filter(None, [detail.get("reason"), why]))[:4000]
     except _Unsettled as exc:
         detail.update(vacuum=vacuumed, reason=str(exc))
         return {"action": "residue_scan", "status": "partial", "detail": detail}
@@ -420,5 +522,5 @@ def residue_scan(
         return {"action": "residue_scan", "status": "failed", "detail": detail}
     # Without a count, the VACUUM (completed into the settled file) rebuilt every page
     # from live rows only, so no erased row can remain.
-    clean = after.copies == 0 if after.counted else vacuumed
+    clean = (after.copies == 0 if after.counted else vacuumed) and journal_cleared
     return {"action": "residue_scan", "status": "applied" if clean else "partial", "detail": detail}

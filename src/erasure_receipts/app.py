@@ -45,6 +45,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -117,6 +118,12 @@ class _Group(TyperGroup):
         _run.json = _run.verbose = False  # a new invocation (tests run many per process)
         return super().main(*args, **kwargs)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except typer.TyperException as exc:  # the global options: `receipt --bogus`
+            _usage_error(exc)
+
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         head = args[: args.index("--")] if "--" in args else args
         _run.json = _run.json or "--json" in head
@@ -129,15 +136,39 @@ class _Group(TyperGroup):
         except (typer.Exit, typer.Abort):
             raise
         except typer.TyperException as exc:  # click's UsageError and friends
-            if not _run.json:
-                raise
-            _die(exc.format_message(), getattr(exc, "exit_code", EXIT_USAGE), reason="usage")
+            _usage_error(exc)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # a closed stdout is the entry point's business
             _internal_error(exc)
         except Exception as exc:
             _internal_error(exc)
+
+
+_PATH_CHECK = re.compile(
+    r" '.*' (does not exist|is a file|is a directory|is not readable|is not writable)\.$"
+)
+
+
+def _usage_error(exc: typer.TyperException) -> NoReturn:
+    """A parsing error of click/typer (missing or unknown option, bad value or choice) as
+    one ``receipt: error:`` line, exit 2, instead of their usage box. A path option's own
+    file check (``exists=``, ``readable=``: missing, unreadable, a directory) and a file
+    option that cannot be opened are I/O errors: exit 3. Only "no arguments, show the
+    help" keeps the help page."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    message = " ".join(exc.format_message().split())  # one line, whatever the library wraps
+    code = getattr(exc, "exit_code", EXIT_INVALID)
+    opening = isinstance(exc.__cause__ or exc.__context__, OSError)  # a file type's open()
+    if type(exc).__name__ == "FileError" or (
+        code == EXIT_USAGE and (opening or _PATH_CHECK.search(message))
+    ):
+        _die(message, EXIT_IO, reason="unreadable")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and code == EXIT_USAGE:
+        message += f" (see `{ctx.command_path} --help`)"
+    _die(message, code, reason="usage" if code == EXIT_USAGE else None)
 
 
 def _internal_error(exc: BaseException) -> NoReturn:

@@ -145,6 +145,9 @@ def test_option_without_its_value(name: str, option: str) -> None:
 
 def test_global_option_and_command_errors() -> None:
     assert "--bogus" in one_line(cli("--bogus"), 2)
+    res = cli("--bogus", "erase", "--json")
+    one_line(res, 2)
+    assert json.loads(res.stdout)["reason"] == "usage"
     assert "nosuch" in one_line(cli("nosuch"), 2)
     assert "nosuch" in one_line(cli("log", "nosuch"), 2)
     assert "nosuch" in one_line(cli("trust", "nosuch"), 2)

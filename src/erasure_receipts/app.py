@@ -193,10 +193,14 @@ class _Group(TyperGroup):
                 output.discard()
             _run.outputs = []
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, parent, **extra)
         except typer.TyperException as exc:  # the global options: `receipt --bogus`
+            head = args[: args.index("--")] if "--" in args else args
+            _run.json = _run.json or "--json" in head
             _usage_error(exc)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:

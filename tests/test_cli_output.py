@@ -254,3 +254,16 @@ def test_other_outputs_are_checked_by_creating_them(
         assert Signer.from_pem((out_dir / f"{name}.key").read_bytes())
     elif cmd != "index --rejected":  # nothing was rejected: an empty file
         assert (out_dir / name).read_bytes()
+
+
+def test_trust_file_of_a_long_name(tmp_path: Path, pub_pem: Path) -> None:
+    """``write_durably``'s temporary file beside a file of NAME_MAX has a name that fits."""
+    trust = tmp_path / "out" / ("t" * NAME_MAX)
+    trust.parent.mkdir()
+    windows = {"a": ["--not-after", "2030-01-01T00:00:00Z"],
+               "b": ["--not-before", "2030-01-01T00:00:00Z"]}  # fmt: skip
+    for name, window in windows.items():  # created, then replaced
+        res = cli("trust", "add", pub_pem, "--name", name, "--file", trust, *window)
+        assert res.exit_code == 0, res.stderr
+    assert listing(trust.parent) == [trust.name]
+    assert [k["name"] for k in json.loads(trust.read_bytes())["keys"]] == ["a", "b"]

@@ -28,12 +28,12 @@ Files in the directory:
   ``fcntl``, as on Windows, a log can be read but not appended to).
 
 Crash safety: an append writes its records with one ``write`` and one ``fdatasync``
-(``fsync`` where there is none, as on macOS);
-that is the commit point. A kill at any moment leaves either the old log (the new
-records are an incomplete tail, ignored by readers and cut by the next appender) or the
-new one; ``append`` returns only after the commit and the publication of the checkpoint.
-Appending identical bytes again returns the existing index (idempotent, so a recovery
-may re-append); a different receipt under an id already in the log is refused.
+(``fsync`` where there is none, as on macOS); that is the commit point. A kill at any
+moment leaves either the old log (the new records are an incomplete tail, ignored by
+readers and cut by the next appender) or the new one; ``append`` returns only after the
+commit and the publication of the checkpoint. Appending identical bytes again returns
+the existing index (idempotent, so a recovery may re-append); a different receipt under
+an id already in the log is refused.
 """
 
 from __future__ import annotations

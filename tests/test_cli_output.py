@@ -164,6 +164,23 @@ def test_erase_out_name_over_name_max_deletes_nothing(
     assert listing(tmp_path) == files
 
 
+@pytest.mark.parametrize("case", ["directory", "dangling-symlink", "path-over-path-max"])
+def test_erase_out_in_the_way_deletes_nothing(
+    case: str, app_db: Path, key: Path, tmp_path: Path
+) -> None:
+    before, digest = all_rows(app_db), sha(app_db)
+    out = tmp_path / "out"
+    if case == "directory":
+        out.mkdir()
+    elif case == "dangling-symlink":
+        out.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        out = tmp_path.joinpath(*["d" * 200] * 21, "r.json")
+    one_line(cli("erase", app_db, "--thread", "alice", "--key", key, "--out", out), 3)
+    _assert_nothing_erased(app_db, before, digest)
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
 def test_erase_out_name_of_name_max_is_written_atomically(
     app_db: Path, key: Path, tmp_path: Path, signer: Signer
 ) -> None:

@@ -374,15 +374,13 @@ def _check_out(out: Path) -> None:
     """Refuse, before doing anything, an output file that exists or cannot be created: it
     is created now (``_Output``), and written at the end by ``_write_out``."""
     shown = _display(str(out))
-    if os.path.lexists(out):
-        _die(f"{shown} already exists; refusing to overwrite it", EXIT_IO, reason="output_exists")
-    parent = out.parent
-    if not parent.is_dir():
-        _die(f"cannot write {shown}: {parent} is not a directory", EXIT_IO, reason="unwritable")
     try:
         _run.outputs.append(_Output(out))
     except FileExistsError:
         _die(f"{shown} already exists; refusing to overwrite it", EXIT_IO, reason="output_exists")
+    except (FileNotFoundError, NotADirectoryError):
+        _die(f"cannot write {shown}: {out.parent} is not a directory", EXIT_IO,
+             reason="unwritable")  # fmt: skip
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         _die(f"cannot write {shown}: {getattr(exc, 'strerror', None) or exc}", EXIT_IO,
              reason="unwritable")  # fmt: skip

@@ -572,7 +572,11 @@ def run_appender(d: Path, start: int, count: int, crash: str, kill_after: float 
     if kill_after is not None:
         time.sleep(kill_after)
         proc.send_signal(signal.SIGKILL)
-    out, err = proc.communicate(timeout=60)
+    # Not communicate(): it reads the pipe itself, losing what readline() above already
+    # buffered (an acknowledgement written right after "ready"). The output is a few lines.
+    proc.wait(timeout=60)
+    out = proc.stdout.read()
+    err = proc.stderr.read() if proc.stderr else ""
     acked = {int(line.split()[0]) for line in out.splitlines() if line.strip()}
     assert "Traceback" not in err, err
     return acked

@@ -45,11 +45,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -91,6 +92,75 @@ class _Run:
     def __init__(self) -> None:
         self.json = False
         self.verbose = False
+        self.outputs: list[_Output] = []  # files reserved by _check_out, see _Group.main
+
+
+class _Output:
+    """An output file, made before any irreversible step and written atomically at the end.
+
+    Asking (``os.access``) is not enough: it says yes, as root, to a directory in /proc,
+    and nothing about a name over NAME_MAX or a file system without free inodes. So the
+    file itself is created (empty, ``O_EXCL``: the name is ours from now on), and next to
+    it, under a short name, the temporary file its content goes to. ``commit`` writes and
+    fsyncs that, then renames it over the reservation; an invocation that ends without
+    committing removes both (``_Group.main``)."""
+
+    def __init__(self, path: Path) -> None:
+        import tempfile
+
+        self.path = path
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, 0o600)
+        st = os.fstat(fd)
+        os.close(fd)
+        self.ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        try:
+            self.fd, self.tmp = tempfile.mkstemp(prefix=".receipt-", suffix=".tmp",
+                                                 dir=os.path.dirname(path) or ".")  # fmt: skip
+        except BaseException:
+            self._remove_reservation()
+            raise
+
+    def commit(self, data: bytes, mode: int = 0o644) -> None:
+        """Write ``data`` durably as the file (raises ``OSError``; then ``discard``)."""
+        if self.ident is None or self.fd < 0:
+            raise FileExistsError(f"{self.path} was already written")
+        fd, self.fd = self.fd, -1
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        st = os.lstat(self.path)
+        if (st.st_dev, st.st_ino) != self.ident:  # replaced meanwhile: not ours to overwrite
+            self.ident = None
+            raise FileExistsError(f"{self.path} was replaced by another file")
+        os.replace(self.tmp, self.path)
+        self.ident = None  # the file is the output now, never removed
+        dfd = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def discard(self) -> None:
+        """Remove the temporary file and, unless committed, the (empty) reservation."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        with suppress(OSError):
+            os.unlink(self.tmp)
+        self._remove_reservation()
+
+    def _remove_reservation(self) -> None:
+        with suppress(OSError):
+            st = os.lstat(self.path)
+            if self.ident == (st.st_dev, st.st_ino) and st.st_size == 0:
+                os.unlink(self.path)
+        self.ident = None
 
 
 _run = _Run()
@@ -116,7 +186,23 @@ class _Group(TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         _run.json = _run.verbose = False  # a new invocation (tests run many per process)
-        return super().main(*args, **kwargs)
+        _run.outputs = []
+        try:
+            return super().main(*args, **kwargs)
+        finally:  # whatever ended the command: outputs it reserved but never wrote go
+            for output in _run.outputs:
+                output.discard()
+            _run.outputs = []
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except typer.TyperException as exc:  # the global options: `receipt --bogus`
+            head = args[: args.index("--")] if "--" in args else args
+            _run.json = _run.json or "--json" in head
+            _usage_error(exc)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         head = args[: args.index("--")] if "--" in args else args
@@ -130,15 +216,39 @@ class _Group(TyperGroup):
         except (typer.Exit, typer.Abort):
             raise
         except typer.TyperException as exc:  # click's UsageError and friends
-            if not _run.json:
-                raise
-            _die(exc.format_message(), getattr(exc, "exit_code", EXIT_USAGE), reason="usage")
+            _usage_error(exc)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # a closed stdout is the entry point's business
             _internal_error(exc)
         except Exception as exc:
             _internal_error(exc)
+
+
+_PATH_CHECK = re.compile(
+    r" '.*' (does not exist|is a file|is a directory|is not readable|is not writable)\.$"
+)
+
+
+def _usage_error(exc: typer.TyperException) -> NoReturn:
+    """A parsing error of click/typer (missing or unknown option, bad value or choice) as
+    one ``receipt: error:`` line, exit 2, instead of their usage box. A path option's own
+    file check (``exists=``, ``readable=``: missing, unreadable, a directory) and a file
+    option that cannot be opened are I/O errors: exit 3. Only "no arguments, show the
+    help" keeps the help page."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    message = " ".join(exc.format_message().split())  # one line, whatever the library wraps
+    code = getattr(exc, "exit_code", EXIT_INVALID)
+    opening = isinstance(exc.__cause__ or exc.__context__, OSError)  # a file type's open()
+    if type(exc).__name__ == "FileError" or (
+        code == EXIT_USAGE and (opening or _PATH_CHECK.search(message))
+    ):
+        _die(message, EXIT_IO, reason="unreadable")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and code == EXIT_USAGE:
+        message += f" (see `{ctx.command_path} --help`)"
+    _die(message, code, reason="usage" if code == EXIT_USAGE else None)
 
 
 def _internal_error(exc: BaseException) -> NoReturn:
@@ -262,15 +372,28 @@ def _load_signer(path: Path, password_env: str | None, allow_insecure: bool = Fa
 
 
 def _check_out(out: Path) -> None:
-    """Refuse, before doing anything, an output file that exists or cannot be created."""
+    """Refuse, before doing anything, an output file that exists or cannot be created: it
+    is created now (``_Output``), and written at the end by ``_write_out``."""
     shown = _display(str(out))
-    if os.path.lexists(out):
+    try:
+        _run.outputs.append(_Output(out))
+    except FileExistsError:
         _die(f"{shown} already exists; refusing to overwrite it", EXIT_IO, reason="output_exists")
-    parent = out.parent
-    if not parent.is_dir():
-        _die(f"cannot write {shown}: {parent} is not a directory", EXIT_IO, reason="unwritable")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        _die(f"cannot write {shown}: directory not writable", EXIT_IO, reason="unwritable")
+    except (FileNotFoundError, NotADirectoryError):
+        _die(f"cannot write {shown}: {out.parent} is not a directory", EXIT_IO,
+             reason="unwritable")  # fmt: skip
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        _die(f"cannot write {shown}: {getattr(exc, 'strerror', None) or exc}", EXIT_IO,
+             reason="unwritable")  # fmt: skip
+
+
+def _write_out(out: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write an output file ``_check_out`` reserved (``OSError`` if that fails)."""
+    for output in _run.outputs:
+        if output.path == out:
+            output.commit(data, mode)
+            return
+    write_durably(out, data, mode=mode)  # not reserved (a library caller)
 
 
 def _check_archive(archive: Path) -> None:
@@ -336,11 +459,17 @@ def keygen(
         if os.path.lexists(p):
             _die(f"{_display(str(p))} already exists; refusing to overwrite a key", EXIT_IO,
                  reason="output_exists")  # fmt: skip
-    signer = Signer.generate()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_durably(priv, signer.private_pem(password), mode=0o600)
-        write_durably(pub, signer.public_pem())
+    except OSError as exc:
+        _die(f"cannot write keys to {_display(str(out))}: {exc.strerror or exc}", EXIT_IO,
+             reason="unwritable")  # fmt: skip
+    _check_out(priv)
+    _check_out(pub)  # both files exist before either is written: never half a key pair
+    signer = Signer.generate()
+    try:
+        _write_out(priv, signer.private_pem(password), mode=0o600)
+        _write_out(pub, signer.public_pem())
     except FileExistsError as exc:
         _die(f"{exc}; refusing to overwrite a key", EXIT_IO, reason="output_exists")
     except OSError as exc:
@@ -428,7 +557,7 @@ def export(
         sys.stdout.flush()
         return
     try:
-        write_durably(out, data)
+        _write_out(out, data)
     except FileExistsError:
         _die(f"{_display(str(out))} already exists; refusing to overwrite it", EXIT_IO,
              reason="output_exists")  # fmt: skip
@@ -871,7 +1000,7 @@ def erase(
     written = [str(archive / f"{receipt.receipt_id}.json")] if archive is not None else []
     if out is not None:
         try:
-            receipt.save(out)
+            _write_out(out, receipt.to_json())
         except OSError as exc:
             # The data is gone; the receipt must not be: it goes to stdout instead.
             msg = f"cannot write {_display(str(out))} ({exc.strerror or exc})"
@@ -1115,7 +1244,7 @@ def authorize(
     except (ValueError, TypeError) as exc:
         _die(str(exc), EXIT_USAGE)
     try:
-        write_durably(out, auth.to_json())
+        _write_out(out, auth.to_json())
     except FileExistsError:
         _die(f"{_display(str(out))} already exists; refusing to overwrite it", EXIT_IO,
              reason="output_exists")  # fmt: skip
@@ -1768,7 +1897,7 @@ def index_cmd(
     if rejected is not None:
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects).encode("utf-8")
         try:
-            write_durably(rejected, data)
+            _write_out(rejected, data)
         except OSError as exc:
             _die(f"cannot write {_display(str(rejected))}: {exc.strerror or exc}", EXIT_IO,
                  reason="unwritable")  # fmt: skip

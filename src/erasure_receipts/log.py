@@ -24,20 +24,21 @@ Files in the directory:
   perfect subtree root in post-order (O(log n) proofs) and per entry its leaf hash,
   record offset and receipt id (duplicate and conflict checks).
 * ``log.conf`` - origin and public key (informational: auditors trust ``--key``).
-* ``lock`` - ``flock``: appenders in any number of processes are serialised.
+* ``lock`` - ``flock``: appenders in any number of processes are serialised (without
+  ``fcntl``, as on Windows, a log can be read but not appended to).
 
-Crash safety: an append writes its records with one ``write`` and one ``fdatasync``;
-that is the commit point. A kill at any moment leaves either the old log (the new
-records are an incomplete tail, ignored by readers and cut by the next appender) or the
-new one; ``append`` returns only after the commit and the publication of the checkpoint.
-Appending identical bytes again returns the existing index (idempotent, so a recovery
-may re-append); a different receipt under an id already in the log is refused.
+Crash safety: an append writes its records with one ``write`` and one ``fdatasync``
+(``fsync`` where there is none, as on macOS); that is the commit point. A kill at any
+moment leaves either the old log (the new records are an incomplete tail, ignored by
+readers and cut by the next appender) or the new one; ``append`` returns only after the
+commit and the publication of the checkpoint. Appending identical bytes again returns
+the existing index (idempotent, so a recovery may re-append); a different receipt under
+an id already in the log is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import struct
@@ -62,6 +63,16 @@ from .digest import (
 from .errors import Error, InputError
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
+
+try:  # POSIX (Linux, macOS); absent on Windows, where logs are read-only (_NO_FLOCK)
+    import fcntl
+except ImportError:  # pragma: no cover - exercised in a subprocess (test_platforms)
+    fcntl = None  # type: ignore[assignment]
+
+_NO_FLOCK = (
+    "appending to a receipt log needs fcntl.flock (POSIX: Linux, macOS) to serialise "
+    "appenders across processes; this platform has no fcntl, so logs are read-only here"
+)
 
 try:  # the builtin module (hashlib would load OpenSSL's wrapper too)
     from _sha256 import sha256  # type: ignore[import-not-found]
@@ -362,7 +373,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _fdatasync(fd: int) -> None:
-    os.fdatasync(fd)
+    """Flush the file's data: ``fdatasync`` where there is one (Linux), else ``fsync``
+    (macOS has no ``fdatasync``; ``fsync`` flushes the metadata too: as durable, slower)."""
+    sync = getattr(os, "fdatasync", None)
+    (sync or os.fsync)(fd)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -528,6 +542,8 @@ class ReceiptLog:
     ) -> None:
         if signer is not None and not isinstance(signer, Signer):
             raise TypeError("signer= must be an erasure_receipts.Signer")
+        if signer is not None and fcntl is None:
+            raise LogError(_NO_FLOCK, reason="unsupported_platform")
         self.directory = Path(directory)
         self.signer = signer
         self._mutex = threading.Lock()
@@ -639,7 +655,9 @@ class ReceiptLog:
     @contextlib.contextmanager
     def _locked(self, *, exclusive: bool, sync: bool = True) -> Iterator[None]:
         with self._mutex:
-            fd = self._lock_file()
+            # Without fcntl there are no writers (ReceiptLog refuses a signer), and a
+            # reader ignores an incomplete tail anyway: it reads without a lock.
+            fd = self._lock_file() if fcntl is not None else -2
             if fd >= 0:
                 fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:

@@ -13,6 +13,7 @@ Verify-side module: standard library only (sealing imports ``cryptography`` when
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import hmac
 import os
@@ -68,8 +69,11 @@ class CommitmentKey:
         cls, path: str | os.PathLike[str], *, allow_insecure: bool = False
     ) -> CommitmentKey:
         """Load a key file (64 hex characters); refused if group/world-readable."""
-        with open(path, "rb") as fh:
+        # O_NONBLOCK and a regular-file check: a FIFO given as the key must not hang.
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as fh:
             mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
             data = fh.read(1024)
         if mode & (stat.S_IRWXG | stat.S_IRWXO) and not allow_insecure:
             raise KeyFormatError(f"{os.fspath(path)} is readable by others: chmod 600 it")

@@ -959,7 +959,8 @@ def write_durably(
     if os.path.exists(path) and not exist_ok:
         raise FileExistsError(f"{path} already exists")
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    # A bounded temporary name: the file's own name may be up to NAME_MAX.
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)[:32]}.", dir=directory)
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:

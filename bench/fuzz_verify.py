@@ -52,7 +52,8 @@ is validated against the verify-result schema. The summary counts cases, accepts
 rejects and failures per seed (``by_seed``) and per receipt kind (``by_kind``).
 
 Deterministic for a seed and a set of seed receipts (the wall time is the only varying
-figure). The library's receipts carry fresh checkpoint ids and times, so each process
+figure). The golden corpus's good receipts (tests/golden/good) are seeds too. The
+library's receipts carry fresh checkpoint ids and times, so each process
 issues its own: ``--save-seeds F`` writes them, ``--seeds F`` replays a run exactly.
 Prints a JSON summary and writes ``bench/results/fuzz_verify.json``.
 """
@@ -192,12 +193,29 @@ def kind_of(st: dict[str, Any]) -> str:
     return "thread (no kind)" if kind is None else str(kind)
 
 
+def golden_statements() -> dict[str, dict[str, Any]]:
+    """The statements of the golden good receipt files (tests/golden/good), one per
+    distinct statement; those with an authorization are left out (their approver is
+    not this trust set's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((REPO / "tests" / "golden" / "good").glob("*.json")):
+        doc = json.loads(path.read_bytes())
+        if "statement" not in doc:  # a DSSE envelope: the same statement as a file's
+            continue
+        st = doc["statement"]
+        if "authorization" not in st["predicate"] and st not in out.values():
+            out[f"golden:{path.stem}"] = st
+    return out
+
+
 def genuines(seed_file: Path | None = None) -> list[Genuine]:
-    """The kindless receipt first, then the library's receipts of every kind."""
+    """The kindless receipt first, then the library's receipts of every kind and the
+    golden corpus's."""
     import fuzz_seeds
 
     issued = fuzz_seeds.load(seed_file) if seed_file else fuzz_seeds.seeds(TRUSTED, APPROVER)
-    return [Genuine(), *(Genuine(label, st) for label, st in sorted(issued.items()))]
+    rest = {**issued, **golden_statements()}
+    return [Genuine(), *(Genuine(label, st) for label, st in sorted(rest.items()))]
 
 
 # -- a JSON writer that can also write what json.dumps refuses ---------------------------------
@@ -659,6 +677,13 @@ def v_store_without_method(r: random.Random, st: dict[str, Any]) -> None:
     del st["predicate"]["methods"]["store"]
 
 
+def v_store_method_without_namespace(r: random.Random, st: dict[str, Any]) -> None:
+    """A store method with no store namespace in scope (and no store rows)."""
+    p = st["predicate"]
+    p["methods"]["store"] = r.choice(("atomic-transaction", "sweep"))
+    p["scope"]["store_namespaces"] = []
+
+
 def v_kept_leaves(r: random.Random, st: dict[str, Any]) -> None:
     kept = st["predicate"]["kept_state"]
     kept["leaves"] += r.choice((1, 2, -1 if kept["leaves"] else 3))
@@ -841,6 +866,8 @@ VIOLATIONS: dict[str, tuple[Violation, Callable[[Predicate], bool]]] = {
         (v_store_without_namespace, lambda p: _store_rows(p) and "units" not in p
             and "authorization" not in p),
         (v_store_without_method, lambda p: _store_rows(p) and "store" in p["methods"]),
+        (v_store_method_without_namespace, lambda p: not _store_rows(p) and "units" not in p
+            and "authorization" not in p),
         (v_kept_leaves, lambda p: "kept_state" in p),
         (v_kept_digest, lambda p: "kept_state" in p),
         (v_kept_checkpoints, lambda p: "kept_state" in p),
@@ -911,8 +938,11 @@ class Case:
 
 def make_case(r: random.Random, gs: list[Genuine], skip: frozenset[str] = frozenset()) -> Case:
     # A quarter of the cases start from the kindless receipt with every optional shape,
-    # the rest from the library's receipts of every kind.
-    g = gs[0] if r.random() < 0.25 else r.choice(gs[1:])
+    # 15% from the golden corpus's, the rest from the library's receipts of every kind.
+    x = r.random()
+    golden = [g for g in gs[1:] if g.label.startswith("golden:")]
+    issued = [g for g in gs[1:] if g not in golden]
+    g = gs[0] if x < 0.25 else r.choice(golden if x < 0.4 and golden else issued)
     try:
         case = _make_case(r, g, skip)
     except (IndexError, KeyError, TypeError, AttributeError, ValueError):

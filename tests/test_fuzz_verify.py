@@ -26,12 +26,18 @@ SEEDS = {"thread_kindless", "thread_kind", "thread_nostore", "thread_store_sweep
          "subject_privacy", "subject_request_auth", "subject_empty"}  # fmt: skip
 UNENFORCED = frozenset(
     ("v_rows_without_bytes", "v_residue_empty", "v_free_space_missing",
-     "v_store_without_namespace", "v_store_without_method")
+     "v_store_without_namespace", "v_store_without_method", "v_store_method_without_namespace")
 )  # fmt: skip
 """Rules of RECEIPT_SPEC.md this verifier does not enforce yet (rows without bytes, no
 residue or free-space disclosure on SQLite, store rows without a store namespace or
-method): left out of the slice, and expected to fail (strictly) in
-test_every_violation_is_rejected_on_every_seed, so enforcing them shows here."""
+method, a store method without a store namespace): left out of the slice, and expected
+to fail (strictly) in test_every_violation_is_rejected_on_every_seed, so enforcing them
+shows here (then empty this set)."""
+
+
+@pytest.fixture(scope="module")
+def genuines() -> list[fuzz_verify.Genuine]:
+    return fuzz_verify.genuines()
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +71,12 @@ def test_the_slice_exercises_every_category(summary: dict[str, Any]) -> None:
 
 
 def test_the_slice_covers_every_kind(summary: dict[str, Any]) -> None:
-    assert set(summary["seed_receipts"]) == SEEDS
+    golden = {k for k in summary["seed_receipts"] if k.startswith("golden:")}
+    assert set(summary["seed_receipts"]) - golden == SEEDS
+    assert {"golden:history", "golden:subject", "golden:subject-privacy"} <= golden
     assert set(summary["by_kind"]) == KINDS
     for seed, counts in summary["by_seed"].items():
-        assert counts["cases"] >= 60, seed
+        assert counts["cases"] >= 20, seed
         assert counts.get("accepted", 0) > 0 and counts.get("rejected", 0) > 0, seed
     # (every violation on every seed: test_every_violation_is_rejected_on_every_seed)
     assert set(summary["by_violation"]) <= set(fuzz_verify.VIOLATIONS) - UNENFORCED
@@ -85,15 +93,17 @@ def test_the_slice_covers_every_kind(summary: dict[str, Any]) -> None:
         for n in fuzz_verify.VIOLATIONS
     ],
 )
-def test_every_violation_is_rejected_on_every_seed(name: str) -> None:
+def test_every_violation_is_rejected_on_every_seed(
+    name: str, genuines: list[fuzz_verify.Genuine]
+) -> None:
     """Each re-signed violation, on every seed receipt it applies to, is refused with a
     semantic reason."""
     fn, applies = fuzz_verify.VIOLATIONS[name]
     seen = 0
-    for g in fuzz_verify.genuines():
+    for g in genuines:
         if not applies(g.statement["predicate"]):
             continue
-        for k in range(4):
+        for k in range(3):
             r = random.Random(f"{name}:{g.label}:{k}")
             st = copy.deepcopy(g.statement)
             fn(r, st)

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .backends.keep_latest import Removed
 from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .errors import (
@@ -235,6 +236,9 @@ class ErasureRequest:
     """``history``: ``"latest"``."""
     kept: tuple[tuple[str, str], ...] = ()
     """``history``: ``(checkpoint_ns, checkpoint_id)`` kept, once known (recovery)."""
+    removed: Removed | None = None
+    """``history``: the keys the transaction deleted, once known: after the commit the
+    removed set is these (never re-derived from ``kept``: see backends/keep_latest.py)."""
     needles: tuple[str, ...] = ()
     """Values that must occur nowhere in ``needle_scope`` after the deletion (never
     written anywhere: only their commitments are)."""
@@ -416,6 +420,9 @@ def erase_rows(
                     for u in members["units"]
                 )
             _self_check(backend, request, members, root, m.tables, methods, generator_version)
+            removed_keys = getattr(backend, "removed_keys", None)
+            if request.kind == "history" and removed_keys is not None:
+                request = replace(request, kept=kept, removed=removed_keys())
             entry = {
                 **request_to_journal(replace(request, kept=kept)),
                 "pre_digest": root.hex(),
@@ -556,6 +563,7 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         "threads": list(request.threads),
         "keep": request.keep,
         "kept": [list(k) for k in request.kept],
+        **({"removed": request.removed.to_json()} if request.removed is not None else {}),
     }
 
 
@@ -572,6 +580,8 @@ def request_from_journal(entry_json: str) -> ErasureRequest:
         threads=tuple(entry.get("threads", ())),
         keep=str(entry.get("keep", "none")),
         kept=tuple((str(a), str(b)) for a, b in entry.get("kept", ())),
+        # Entries from before it was journaled: the rule over ``kept`` (as then).
+        removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
     )
 
 

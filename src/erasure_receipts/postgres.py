@@ -140,6 +140,7 @@ class _PgAttesting(Attesting):
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
+            removed=request.removed,
         )
 
     def _retryable(self, exc: ErasureIncompleteError) -> bool:

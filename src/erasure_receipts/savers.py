@@ -124,6 +124,7 @@ class _SqliteAttesting(Attesting):
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
+            removed=request.removed,
         )
 
     def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:

@@ -23,6 +23,14 @@ ordered by time):
   namespace without kept checkpoints);
 * every other row of the thread **remains**, and is measured into ``kept_state``.
 
+After the commit the rule is no longer what is checked: a writer whose clock is behind
+can save a checkpoint whose id sorts below ``H_ns`` while (or after) the erasure runs,
+and that checkpoint is new data, not history. What the transaction deleted is recorded
+by key (:class:`Removed`, journaled with ``K``), and from the commit on the removed set
+is exactly those keys: the checkpoints deleted, the writes of those checkpoints
+(including writes a still-running graph saves for them later) and, on PostgreSQL, the
+blobs deleted. Nothing else is ever deleted or counted after the commit.
+
 Backends turn the rule into SQL (:meth:`KeepLatest.where`, :meth:`KeepLatest.blobs_where`)
 with their placeholder style. Nothing here knows about receipts.
 """
@@ -31,8 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["DELTA_KEYS", "DeltaChannelError", "Head", "KeepLatest", "plan"]
+__all__ = ["DELTA_KEYS", "DeltaChannelError", "Head", "KeepLatest", "Removed", "plan"]
 
 DELTA_KEYS = ("counters_since_delta_snapshot", "delta_writes_versioned")
 """Checkpoint metadata keys of a thread that uses a ``DeltaChannel`` (as LangGraph's own
@@ -89,8 +98,13 @@ class KeepLatest:
         ids = self.by_ns.get("")
         return max(ids) if ids else None
 
-    def removes(self, checkpoint_ns: str, checkpoint_id: str) -> bool:
-        """The rule for one checkpoint or write, in Python (the public-API checks)."""
+    def removes(
+        self, checkpoint_ns: str, checkpoint_id: str, removed: Removed | None = None
+    ) -> bool:
+        """The rule for one checkpoint or write, in Python (the public-API checks); with
+        ``removed`` (after the commit) only what the transaction deleted."""
+        if removed is not None:
+            return (checkpoint_ns, checkpoint_id) in removed.checkpoints
         ids = self.by_ns.get(checkpoint_ns)
         if ids:
             return checkpoint_id < max(ids) and checkpoint_id not in ids
@@ -148,6 +162,41 @@ class KeepLatest:
             covered = f"checkpoint_ns IN ({kept_ns}) AND "
             params = [*self.by_ns, *params]
         return f"({covered}(checkpoint_ns, channel, version) NOT IN ({refs}))", params
+
+
+@dataclass(frozen=True)
+class Removed:
+    """The keys a history erasure's transaction deleted: checkpoints
+    ``(checkpoint_ns, checkpoint_id)`` and PostgreSQL blobs ``(checkpoint_ns, channel,
+    version)``. After the commit, the removed set is these keys (and the writes of
+    these checkpoints), never the rule again."""
+
+    checkpoints: frozenset[tuple[str, str]] = frozenset()
+    blobs: frozenset[tuple[str, str, str]] = frozenset()
+
+    def to_json(self) -> dict[str, list[list[str]]]:
+        """The journal's form (sorted lists)."""
+        return {
+            "checkpoints": [list(k) for k in sorted(self.checkpoints)],
+            "checkpoint_blobs": [list(k) for k in sorted(self.blobs)],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Sequence[Sequence[str]]]) -> Removed:
+        """From :meth:`to_json`'s form."""
+        return cls(
+            frozenset((str(a), str(b)) for a, b in obj.get("checkpoints", ())),
+            frozenset((str(a), str(b), str(c)) for a, b, c in obj.get("checkpoint_blobs", ())),
+        )
+
+    def by_ns(self, table: str) -> dict[str, list[tuple[str, ...]]]:
+        """The keys a table's late rule matches, per namespace, without the namespace:
+        checkpoint ids (``checkpoints`` and writes tables) or ``(channel, version)``."""
+        out: dict[str, list[tuple[str, ...]]] = {}
+        keys: frozenset[Any] = self.blobs if table == "checkpoint_blobs" else self.checkpoints
+        for ns, *rest in sorted(keys):
+            out.setdefault(ns, []).append(tuple(rest))
+        return out
 
 
 def plan(heads: Iterable[Head]) -> KeepLatest:

@@ -40,7 +40,7 @@ from psycopg.rows import tuple_row
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
-from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
+from .keep_latest import DeltaChannelError, Head, KeepLatest, Removed, plan
 
 __all__ = [
     "ADVISORY_CLASS",
@@ -723,6 +723,7 @@ class PostgresBackend:
         threads: Sequence[str] | None = None,
         keep: str = "none",
         kept: Sequence[Sequence[str]] = (),
+        removed: Removed | None = None,
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
@@ -730,6 +731,9 @@ class PostgresBackend:
         # unless given (recovery); see backends/keep_latest.py.
         self.keep = keep
         self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        # What the transaction deleted (given: recovery); from the commit on, the rule.
+        self._removed = removed
+        self._deleted: dict[str, list[tuple[str, ...]]] = {}
         self._writing = False
         self.session = session
         self.thread_id = thread_id
@@ -779,7 +783,10 @@ class PostgresBackend:
                     if isinstance(p, PgTablePart) and p.group == "checkpoints"]  # fmt: skip
             self._parts = [
                 PlannedPgPart(session, p.table, p.group, "", (), p.shape, role=role,
-                              resolve=self._planned_where(p.table, role == "kept"))
+                              resolve=self._planned_where(p.table, role == "kept"),
+                              record=self._deleted.setdefault(p.table, []).extend
+                              if role == "removed" and p.table != "checkpoint_writes"
+                              else None)
                 for p in rows
                 for role in ("removed", "kept")
             ] + [p for p in self._parts if p not in rows]  # fmt: skip
@@ -830,6 +837,11 @@ class PostgresBackend:
                 yield
             finally:
                 self._writing = False
+        if self.keep == "latest" and self._removed is None:  # committed
+            self._removed = self.removed_keys()
+            for p in self._parts:
+                if isinstance(p, PlannedPgPart) and p.role == "removed":
+                    p.where, p.params = self._late_where(p.table)
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -876,6 +888,8 @@ class PostgresBackend:
 
     def _planned_where(self, table: str, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
         def resolve() -> tuple[str, list[Any]]:
+            if self._removed is not None and not kept:
+                return self._late_where(table)
             k = self._resolve_plan()
             if table == "checkpoint_blobs":
                 cond, params = k.blobs_where(self.thread_id)
@@ -890,9 +904,35 @@ class PostgresBackend:
             self._plan = plan_keep_latest(self.session, self.thread_id, write=self._writing)
         return self._plan
 
+    def _late_where(self, table: str) -> tuple[str, list[Any]]:
+        """After the commit: the rows of the checkpoints (and the blobs) the transaction
+        deleted - a checkpoint saved since, whatever its id, is not one of them."""
+        assert self._removed is not None
+        clauses: list[str] = []
+        params: list[Any] = [self.thread_id]
+        for ns, keys in self._removed.by_ns(table).items():
+            if table == "checkpoint_blobs":
+                clauses.append("(checkpoint_ns = %s AND (channel, version) IN "
+                               "(SELECT * FROM unnest(%s::text[], %s::text[])))")  # fmt: skip
+                params += [ns, [c for c, _ in keys], [v for _, v in keys]]
+            else:
+                clauses.append("(checkpoint_ns = %s AND checkpoint_id = ANY(%s::text[]))")
+                params += [ns, [i for (i,) in keys]]
+        return f"thread_id = %s AND ({' OR '.join(clauses) or '1 = 0'})", params
+
     def kept_checkpoints(self) -> list[tuple[str, str]]:
         """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
         return list(self._resolve_plan().kept)
+
+    def removed_keys(self) -> Removed:
+        """``keep="latest"``: the checkpoints and blobs the transaction deletes (once
+        finished)."""
+        if self._removed is not None:
+            return self._removed
+        return Removed(
+            frozenset((a, b) for a, b in self._deleted.get("checkpoints", ())),
+            frozenset((a, b, c) for a, b, c in self._deleted.get("checkpoint_blobs", ())),
+        )
 
     def write_journal(self, receipt_id: str, issued_at: str, entry: str) -> None:
         """Insert the journal entry; it commits with the deletion, so a receipt can still
@@ -1103,6 +1143,9 @@ class PlannedPgPart(PgTablePart):
     after the advisory lock."""
 
     resolve: Callable[[], tuple[str, list[Any]]] | None = None
+    record: Callable[[list[tuple[str, ...]]], None] | None = None
+    """``checkpoints`` and ``checkpoint_blobs``, removed: receives the keys each
+    ``finish`` deletes."""
 
     def _ready(self) -> None:
         if self.resolve is not None:
@@ -1119,8 +1162,16 @@ class PlannedPgPart(PgTablePart):
         return super().leaves()
 
     def finish(self) -> None:
-        """Plan first (if not yet), then :meth:`PgTablePart.finish`."""
+        """Plan first (if not yet), record the keys deleted, then
+        :meth:`PgTablePart.finish`."""
         self._ready()
+        if self.record is not None:
+            cols = "checkpoint_id" if self.table == "checkpoints" else "channel, version"
+            rows = self.session.query(
+                f'SELECT checkpoint_ns, {cols} FROM "{self.table}" WHERE {self.where}',
+                self.params,
+            )
+            self.record([tuple(str(v) for v in r) for r in rows])
         super().finish()
 
     def remaining(self) -> int:

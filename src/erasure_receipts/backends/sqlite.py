@@ -22,7 +22,7 @@ from typing import Any
 
 from ..digest import RowLeafHasher
 from ..engine import LeafSink, Part, TableCount
-from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
+from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, Removed, plan
 from .sqlite_residue import Needles, bounded_checkpoint, residue_scan
 
 __all__ = [
@@ -580,6 +580,7 @@ class SqliteBackend:
         threads: Sequence[str] | None = None,
         keep: str = "none",
         kept: Sequence[Sequence[str]] = (),
+        removed: Removed | None = None,
     ) -> None:
         self.extra_residue = extra_residue
         self.force_vacuum = residue_scan == "vacuum"
@@ -587,6 +588,9 @@ class SqliteBackend:
         # unless given (recovery); see backends/keep_latest.py.
         self.keep = keep
         self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        # What the transaction deleted (given: recovery); from the commit on, the rule.
+        self._removed = removed
+        self._deleted: list[tuple[str, str]] = []
         self._writing = False
         self.needles: Needles | None = None
         self._erased = False
@@ -608,7 +612,9 @@ class SqliteBackend:
         if keep == "latest":
             self._parts = [
                 PlannedSqlPart(conn, table, "checkpoints", "", (), role=role,
-                               resolve=self._planned_where(role == "kept"))
+                               resolve=self._planned_where(table, role == "kept"),
+                               record=self._deleted.extend
+                               if role == "removed" and table == "checkpoints" else None)
                 for table in ("checkpoints", "writes")
                 for role in ("removed", "kept")
             ]  # fmt: skip
@@ -665,6 +671,11 @@ class SqliteBackend:
             yield
             conn.commit()  # inside the try: a failed COMMIT leaves the transaction open
             self._erased = True
+            if self.keep == "latest" and self._removed is None:
+                self._removed = self.removed_keys()
+                for p in self._parts:
+                    if isinstance(p, PlannedSqlPart) and p.role == "removed":
+                        p.where, p.params = self._late_where(p.table)
         except BaseException:
             try:
                 conn.rollback()
@@ -750,8 +761,10 @@ class SqliteBackend:
 
     # -- keep="latest": the history erasure's plan (backends/keep_latest.py) ------------
 
-    def _planned_where(self, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
+    def _planned_where(self, table: str, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
         def resolve() -> tuple[str, list[Any]]:
+            if self._removed is not None and not kept:
+                return self._late_where(table)
             cond, params = self._resolve_plan().where("?")
             return f"thread_id = ? AND {'NOT ' * kept}{cond}", [self.thread_id, *params]
 
@@ -762,9 +775,27 @@ class SqliteBackend:
             self._plan = plan_keep_latest(self.conn, self.thread_id, write=self._writing)
         return self._plan
 
+    def _late_where(self, table: str) -> tuple[str, list[Any]]:
+        """After the commit: the rows of the checkpoints the transaction deleted (a
+        checkpoint saved since, whatever its id, is not one of them)."""
+        assert self._removed is not None
+        clauses, params = [], [self.thread_id]
+        for ns, ids in self._removed.by_ns(table).items():
+            clauses.append(
+                "(checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?)))"
+            )
+            params += [ns, json.dumps([i for (i,) in ids])]
+        return f"thread_id = ? AND ({' OR '.join(clauses) or '1 = 0'})", params
+
     def kept_checkpoints(self) -> list[tuple[str, str]]:
         """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
         return list(self._resolve_plan().kept)
+
+    def removed_keys(self) -> Removed:
+        """``keep="latest"``: the checkpoints the transaction deletes (once finished)."""
+        if self._removed is not None:
+            return self._removed
+        return Removed(frozenset(self._deleted))
 
 
 @dataclass
@@ -774,6 +805,8 @@ class PlannedSqlPart(SqlTablePart):
     so the plan sees what the write lock protects."""
 
     resolve: Callable[[], tuple[str, list[Any]]] | None = None
+    record: Callable[[list[tuple[str, str]]], None] | None = None
+    """``checkpoints``, removed: receives the keys each ``finish`` deletes."""
 
     def _ready(self) -> None:
         if self.resolve is not None:
@@ -785,8 +818,17 @@ class PlannedSqlPart(SqlTablePart):
         return super()._rows()
 
     def finish(self) -> None:
-        """Plan first (if not yet), then :meth:`SqlTablePart.finish`."""
+        """Plan first (if not yet), record the keys deleted, then
+        :meth:`SqlTablePart.finish`."""
         self._ready()
+        if self.record is not None and self._describe() is not None:
+            enc = self._encoding
+            self.record([
+                (bytes(ns).decode(enc, "surrogatepass"), bytes(cid).decode(enc, "surrogatepass"))
+                for ns, cid in self.conn.execute(
+                    "SELECT CAST(checkpoint_ns AS BLOB), CAST(checkpoint_id AS BLOB) "
+                    f"FROM checkpoints WHERE {self.where}", list(self.params))
+            ])  # fmt: skip
         super().finish()
 
     def remaining(self) -> int:

@@ -7,20 +7,19 @@ format v4. A subgraph *call*'s namespace (its name has a task id after ``:``) wh
 checkpoint is saved and is not the kept root checkpoint is removed entirely; a
 ``checkpointer=True`` subgraph's namespace (no ``:``) keeps its latest checkpoint.
 
-The plan yields ``K``, the kept ``(checkpoint_ns, checkpoint_id)`` pairs, and everything
-else is a *rule over K* (RECEIPT_SPEC.md 9.2), so the removed set can be re-measured
-after commit - and by a recovery that only knows ``K`` - without counting rows that a
-still-running graph writes afterwards (the thread lives on; checkpoint ids are uuid6,
-ordered by time):
+The plan yields ``K``, the kept ``(checkpoint_ns, checkpoint_id)`` pairs, and the
+dropped subgraph calls; inside the erasure transaction everything else is a *rule over
+K* (RECEIPT_SPEC.md 9.2; checkpoint ids are uuid6, ordered by time):
 
 * a checkpoint or write ``(ns, id)`` is **removed** when ``ns`` has kept checkpoints,
   ``id`` sorts before the latest kept id of ``ns`` (``H_ns``) and ``(ns, id)`` is not
-  kept; or when ``ns`` has none, the root namespace ``""`` has some, and ``id`` sorts
-  before ``H_""`` (removed subgraph calls ran before the kept root checkpoint existed);
+  kept; when ``ns`` is a removed subgraph call (``dropped``: every row of it, whatever
+  its ids, as LangGraph removes it); or when ``ns`` has none, the root namespace ``""``
+  has some, and ``id`` sorts before ``H_""``;
 * a blob (PostgreSQL ``checkpoint_blobs``) of such a namespace is **removed** when no
   *surviving* checkpoint of its namespace references its ``(channel, version)`` - a
   surviving checkpoint being a kept one or one newer than ``H_ns`` (``H_""`` for a
-  namespace without kept checkpoints);
+  namespace without kept checkpoints; none in a dropped call);
 * every other row of the thread **remains**, and is measured into ``kept_state``.
 
 After the commit the rule is no longer what is checked: a writer whose clock is behind
@@ -78,6 +77,8 @@ class KeepLatest:
 
     kept: tuple[tuple[str, str], ...]
     """Sorted, unique ``(checkpoint_ns, checkpoint_id)``."""
+    dropped: tuple[str, ...] = ()
+    """Finished subgraph calls: namespaces removed entirely (sorted)."""
     by_ns: dict[str, tuple[str, ...]] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,9 +88,11 @@ class KeepLatest:
         object.__setattr__(self, "by_ns", {ns: tuple(sorted(ids)) for ns, ids in by_ns.items()})
 
     @classmethod
-    def of(cls, kept: Iterable[Sequence[str]]) -> KeepLatest:
+    def of(cls, kept: Iterable[Sequence[str]], dropped: Iterable[str] = ()) -> KeepLatest:
         """From kept pairs in any order (e.g. a journal entry's)."""
-        return cls(tuple(sorted({(str(ns), str(cid)) for ns, cid in kept})))
+        return cls(
+            tuple(sorted({(str(ns), str(cid)) for ns, cid in kept})), tuple(sorted(set(dropped)))
+        )
 
     @property
     def root_bound(self) -> str | None:
@@ -105,6 +108,8 @@ class KeepLatest:
         ``removed`` (after the commit) only what the transaction deleted."""
         if removed is not None:
             return (checkpoint_ns, checkpoint_id) in removed.checkpoints
+        if checkpoint_ns in self.dropped:
+            return True
         ids = self.by_ns.get(checkpoint_ns)
         if ids:
             return checkpoint_id < max(ids) and checkpoint_id not in ids
@@ -131,6 +136,9 @@ class KeepLatest:
                 f"AND checkpoint_id < {ph})"
             )
             params += [*self.by_ns, bound]
+        if self.dropped:
+            clauses.append(f"checkpoint_ns IN ({', '.join([ph] * len(self.dropped))})")
+            params += list(self.dropped)
         return ("(" + " OR ".join(clauses) + ")" if clauses else "(1 = 0)"), params
 
     def blobs_where(self, thread_id: str) -> tuple[str, list[str]]:
@@ -150,8 +158,9 @@ class KeepLatest:
         kept_ns = ", ".join(["%s"] * len(self.by_ns))
         bound = self.root_bound
         if bound is not None:
-            alive.append(f"(c.checkpoint_ns NOT IN ({kept_ns}) AND c.checkpoint_id >= %s)")
-            params += [*self.by_ns, bound]
+            dropped = "".join(" AND c.checkpoint_ns <> %s" for _ in self.dropped)
+            alive.append(f"(c.checkpoint_ns NOT IN ({kept_ns}) AND c.checkpoint_id >= %s{dropped})")
+            params += [*self.by_ns, bound, *self.dropped]
         refs = (
             "SELECT c.checkpoint_ns, v.key, v.value FROM checkpoints c CROSS JOIN LATERAL "
             "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
@@ -200,25 +209,19 @@ class Removed:
 
 
 def plan(heads: Iterable[Head]) -> KeepLatest:
-    """LangGraph's ``keep_latest`` choice of ``K`` from each namespace's latest checkpoint.
-
-    One deviation, so that the rule over ``K`` removes exactly what the plan removes: a
-    subgraph call whose latest checkpoint does not sort before the kept root checkpoint
-    (clocks of different writers disagreeing) keeps its latest checkpoint instead of
-    being removed.
-    """
+    """LangGraph's ``keep_latest`` choice of ``K`` from each namespace's latest checkpoint:
+    a subgraph call whose root checkpoint is saved and not kept is dropped entirely,
+    whatever its ids (also a call that finished after the kept root checkpoint was
+    saved, or whose writer's clock is ahead)."""
     heads = list(heads)
     kept = {h.checkpoint_ns: [h.checkpoint_id, *([h.sends_parent] if h.sends_parent else [])]
             for h in heads}  # fmt: skip
     root_kept = kept.get("", [])
-    bound = max(root_kept) if root_kept else None
     calls = {
         h.checkpoint_ns
         for h in heads
-        if ":" in h.checkpoint_ns
-        and h.root_saved
-        and h.root not in root_kept
-        and bound is not None
-        and h.checkpoint_id < bound
+        if ":" in h.checkpoint_ns and h.root_saved and h.root not in root_kept and root_kept
     }
-    return KeepLatest.of((ns, cid) for ns, ids in kept.items() if ns not in calls for cid in ids)
+    return KeepLatest.of(
+        ((ns, cid) for ns, ids in kept.items() if ns not in calls for cid in ids), calls
+    )

@@ -66,6 +66,23 @@ __all__ = [
     "sign_and_archive",
 ]
 
+# Tombstone policies (``TOMBSTONE_POLICIES``, the receipt's ``scope.tombstone_policy``):
+# ``new_conversations`` refuses every write that continues the erased conversation - a
+# checkpoint whose parent (or subgraph root) is an erased checkpoint, writes for an erased
+# checkpoint, a run that began before the erasure - and lets a new conversation start
+# under the id; ``refuse_all`` refuses every write until ``reopen_thread()``.
+
+
+def fresh_after(erased_at: str, newest: str | None) -> str:
+    """The bound a ``new_conversations`` tombstone compares checkpoint ids with: the
+    smallest uuid6 of the erasure's time, or the newest id it erased if that is later
+    (a writer's clock ahead of this one)."""
+    from .history import uuid6_floor
+
+    floor = uuid6_floor(datetime.fromisoformat(erased_at.replace("Z", "+00:00")))
+    return max(floor, newest) if newest is not None else floor
+
+
 RECEIPT_HEADROOM = 16 * 1024
 """Room the preflight keeps for what is only known later (residue, checks, signature)."""
 
@@ -761,6 +778,9 @@ def _members(
         name = prefix + tid
     if request.privacy is not None:
         scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
+    policy = getattr(backend, "tombstone_policy", None)
+    if request.tombstone and policy is not None:
+        scope["tombstone_policy"] = policy  # what the tombstone's triggers enforce
     out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
     if request.privacy is not None:
         out["database"] = _committed(request, "database", backend.database)

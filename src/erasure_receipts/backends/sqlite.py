@@ -132,14 +132,16 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
     secure_delete is connection-scoped: enabling it for the saver's whole life means
     every overwrite of a row (``INSERT OR REPLACE``) is zeroed too, not only erasures.
     """
-    old = [
-        name
-        for name, sql in conn.execute(
+    triggers = dict(
+        conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN "
             "('erasure_tombstone_checkpoints', 'erasure_tombstone_writes')"
-        )
-        if "erasure_tombstone_policies" not in (sql or "")
-    ]
+        ).fetchall()
+    )
+    old = [name for name, sql in triggers.items() if "erasure_tombstone_policies" not in sql]
+    if len(triggers) == 2 and not old:  # current: no write lock (never wait on a writer)
+        conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+        return
     drop = "".join(f"DROP TRIGGER {name};" for name in old)
     conn.executescript(
         "PRAGMA secure_delete = ON; BEGIN IMMEDIATE;"

@@ -259,3 +259,27 @@ def test_the_verifier_takes_the_policy_field_only_as_specified(
         with pytest.raises(MalformedReceiptError, match="tombstone_policy"):
             validate_statement(bad)
         assert not statement_is_valid(bad)
+
+
+async def test_async_savers_reset_a_conversation(
+    tmp_path: Path, pg_db: str, signer: Signer
+) -> None:
+    """The async savers share the policy: a reset works, continuing the old one fails."""
+    from erasure_receipts import AsyncAttestingPostgresSaver, AsyncAttestingSqliteSaver
+
+    for opened in (
+        AsyncAttestingSqliteSaver.from_conn_string(str(tmp_path / "a.db"), signer=signer),
+        AsyncAttestingPostgresSaver.from_conn_string(pg_db, signer=signer),
+    ):
+        async with opened as saver:
+            await saver.setup()
+            graph = chat(saver)
+            await graph.ainvoke({"messages": ["hello"]}, cfg())
+            head = (await saver.aget_tuple(cfg())).config
+            await saver.adelete_thread(T)
+            r = saver.last_receipt
+            assert r.predicate["scope"]["tombstone_policy"] == "new_conversations"
+            with pytest.raises(ThreadErasedError):
+                await saver.aput_writes(head, [("messages", ["resurrected"])], "task-old")
+            out = await graph.ainvoke({"messages": ["a new start"]}, cfg())
+            assert out["messages"] == ["a new start", "echo 1"]

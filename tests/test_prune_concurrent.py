@@ -196,3 +196,27 @@ def test_sqlite_recovery_keeps_a_checkpoint_saved_before_it(
         assert saver.pending_erasures() == []
     assert verify_receipt(r.to_json(), [signer.public_key])
     assert r.predicate["pre_state"]["tables"]["checkpoints"]["rows"] == 2
+
+
+def test_postgres_blob_saved_again_after_the_commit_is_kept(
+    pg_db: str, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint saved after the commit may store a blob under a key the erasure
+    deleted (the same channel version again): it is that checkpoint's data and stays."""
+    with pg_savers(pg_db, signer) as (saver, plain):
+        head = history(saver)
+        real = engine._remove_late_writes
+        saved: list[Any] = []
+
+        def a_writer_reusing_a_version(b: Any) -> Any:
+            cfg = {"configurable": {**head["configurable"], "thread_id": TID}}
+            c = empty_checkpoint()
+            c["channel_values"], c["channel_versions"] = {"x": ["again"]}, {"x": "2"}
+            saved.append(plain.put(cfg, c, {"step": 4}, {"x": "2"}))
+            return real(b)
+
+        monkeypatch.setattr(engine, "_remove_late_writes", a_writer_reusing_a_version)
+        r = saver.erase_history(TID)
+        loaded = saver.get_tuple(saved[0])
+        assert loaded is not None and loaded.checkpoint["channel_values"] == {"x": ["again"]}
+        assert verify_receipt(r.to_json(), [signer.public_key])

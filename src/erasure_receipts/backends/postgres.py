@@ -978,8 +978,14 @@ class PostgresBackend:
         params: list[Any] = [self.thread_id]
         for ns, keys in self._removed.by_ns(table).items():
             if table == "checkpoint_blobs":
+                # ... unless a checkpoint saved since references the key again: its data.
                 clauses.append("(checkpoint_ns = %s AND (channel, version) IN "
-                               "(SELECT * FROM unnest(%s::text[], %s::text[])))")  # fmt: skip
+                               "(SELECT * FROM unnest(%s::text[], %s::text[])) AND NOT EXISTS "
+                               "(SELECT 1 FROM checkpoints c WHERE c.thread_id = "
+                               "checkpoint_blobs.thread_id AND c.checkpoint_ns = "
+                               "checkpoint_blobs.checkpoint_ns AND c.checkpoint -> "
+                               "'channel_versions' ->> checkpoint_blobs.channel = "
+                               "checkpoint_blobs.version))")  # fmt: skip
                 params += [ns, [c for c, _ in keys], [v for _, v in keys]]
             else:
                 clauses.append("(checkpoint_ns = %s AND checkpoint_id = ANY(%s::text[]))")

@@ -283,3 +283,20 @@ async def test_async_savers_reset_a_conversation(
                 await saver.aput_writes(head, [("messages", ["resurrected"])], "task-old")
             out = await graph.ainvoke({"messages": ["a new start"]}, cfg())
             assert out["messages"] == ["a new start", "echo 1"]
+
+
+def test_utf16_sqlite_database_states_refuse_all(tmp_path: Path, signer: Signer) -> None:
+    """The triggers read metadata as UTF-8 text; in a UTF-16 database they refuse every
+    write, and the receipt says so instead of claiming new conversations."""
+    db = tmp_path / "utf16.db"
+    with sqlite3.connect(db) as c:
+        c.execute("PRAGMA encoding = 'UTF-16le'")
+        c.execute("CREATE TABLE x (a)")
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        head = put(saver, None)
+        r = saver.erase_thread(T)
+        assert r.predicate["scope"]["tombstone_policy"] == "refuse_all"
+        with pytest.raises(ThreadErasedError):
+            put(saver, None)
+        with pytest.raises(ThreadErasedError):
+            put(saver, head)

@@ -679,6 +679,10 @@ class SqliteBackend:
         # Tables the database does not have (e.g. store_vectors without an index) hold
         # nothing of the thread and are left out of the receipt rather than shown as 0.
         enc = text_encoding(conn)
+        if enc != "utf-8":
+            # The triggers read checkpoint metadata (UTF-8 JSON in a BLOB) as TEXT, which
+            # only works in a UTF-8 database: elsewhere they refuse every write.
+            self.tombstone_policy = "refuse_all"
         existing = {
             bytes(r[0]).decode(enc)  # as a BLOB: whatever the connection's text_factory
             for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")

@@ -364,22 +364,26 @@ def show(
         return
     p = r.predicate
     pre, post = p["pre_state"], p["post_state"]
+    kind, scope = p.get("kind", "thread"), p["scope"]
     lines = [
         f"receipt      {p['receipt_id']}  (NOT verified; run `receipt verify`)",
-        f"status       {p['status']}",
-        f"thread       {p['scope']['thread_id']!r} (all checkpoint namespaces)",
-        "store ns     "
-        + (", ".join("/".join(ns) for ns in p["scope"]["store_namespaces"]) or "(none)"),
-        f"tombstone    {'yes' if p['scope']['tombstone'] else 'no'}",
+        f"kind         {kind}" + ("" if "kind" in p else " (no kind member: a thread receipt)"),
+        f"status       {p['status']}"
+        + (" - EMPTY SCOPE: no rows existed, nothing was deleted" if not pre["leaves"] else ""),
+        *_show_scope(p),
+        "store ns     " + (", ".join("/".join(ns) for ns in scope["store_namespaces"]) or "(none)"),
+        f"tombstone    {'yes' if scope['tombstone'] else 'no'}",
         f"issued at    {p['issued_at']}",
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
-        f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows)",
+        f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows"
+        + (" removed)" if kind == "history" else ")"),
         f"post digest  {post['digest']['sha256']} ({post['leaves']} rows)",
     ]
     for t, c in sorted(pre["tables"].items()):
         after = post["tables"].get(t, {}).get("rows", "?")  # unverified: may be inconsistent
         lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes -> {after} rows")
+    lines += _show_kind_members(p)
     lines.append("methods      " + ", ".join(f"{k}={v}" for k, v in sorted(p["methods"].items())))
     lines.append("checks       " + ", ".join(f"{c['name']}={c['result']}" for c in p["checks"]))
     for res in p["residue"]:
@@ -398,6 +402,55 @@ def show(
     signers = ", ".join(s.keyid[:16] for s in r.signatures)
     lines.append(f"signed by    {signers}")
     typer.echo("\n".join(lines))
+
+
+def _show_scope(p: dict[str, Any]) -> list[str]:
+    """``receipt show``: what the scope names, by kind (RECEIPT_SPEC.md 9.1)."""
+    scope, kind = p["scope"], p.get("kind", "thread")
+    if kind == "subject":
+        found = scope["discovery"]
+        lines = [
+            f"subject      {scope['subject']!r}",
+            f"threads      {len(scope['threads'])}: "
+            + ", ".join(repr(t) for t in scope["threads"]),
+            "discovery    "
+            + (f"metadata key {found['metadata_key']!r}" if found else "none (threads named)"),
+        ]
+    elif kind == "history":
+        lines = [
+            f"thread       {scope['thread_id']!r} (history: every checkpoint except the "
+            f"{scope['keep']} of each namespace; the thread lives on)"
+        ]
+    else:
+        lines = [f"thread       {scope['thread_id']!r} (all checkpoint namespaces)"]
+    if "privacy" in scope:
+        lines.append(
+            f"privacy      ids are {scope['privacy']['mode']} commitments "
+            f"(commitment key id {scope['privacy']['key_id'][:16]}; `receipt open` checks ids)"
+        )
+    return lines
+
+
+def _show_kind_members(p: dict[str, Any]) -> list[str]:
+    """``receipt show``: the kept state (history), units (subject) and needles."""
+    lines: list[str] = []
+    if "kept_state" in p:
+        k = p["kept_state"]
+        lines.append(f"kept digest  {k['digest']['sha256']} ({k['leaves']} rows kept)")
+        for t, c in sorted(k["tables"].items()):
+            lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes kept")
+        cps = ", ".join(f"{c['checkpoint_ns']!r}/{c['checkpoint_id']}" for c in k["checkpoints"])
+        lines.append(f"kept cps     {cps or '(none)'}")
+    for u in p.get("units") or ():
+        lines.append(f"unit         {u['name']!r}: {u['leaves']} rows, {u['digest']['sha256']}")
+    if "needles" in p:
+        n = p["needles"]
+        lines.append(
+            f"needles      {len(n['values'])} value(s) ({n['commitment']}"
+            f"{', salted' if n['salt'] else ', keyed'}), searched {n['searched']}, "
+            f"{n['occurrences_after']} occurrence(s) after, forms {', '.join(n['forms'])}"
+        )
+    return lines
 
 
 class ExportFormat(StrEnum):
@@ -1342,12 +1395,14 @@ def prove(
              "thread_id": v.thread_id, "issued_at": v.issued_at, "pre_digest": v.pre_digest,
              "key_id": v.key_id, "table": proven.table,
              "primary_key": record.to_dict()["primary_key"], "index": proven.index,
-             "tree_size": proven.tree_size}
+             "tree_size": proven.tree_size, "unit": proven.unit}
         )  # fmt: skip
         return
+    scope = "thread" if proven.unit is None else "subject"
+    where = "the pre-state" if proven.unit is None else f"unit {proven.unit!r}"
     typer.echo(
         f"OK    {shown}: {proven.table} row {proven.primary_key!r} is leaf {proven.index} of "
-        f"{proven.tree_size} in the pre-state of receipt {v.receipt_id} (thread "
+        f"{proven.tree_size} in {where} of receipt {v.receipt_id} ({scope} "
         f"{v.thread_id!r}, erased {v.issued_at}, key {v.key_id[:16]})"
     )
 

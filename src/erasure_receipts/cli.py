@@ -239,13 +239,18 @@ def _verify_file(path: str, trust: TrustStore, verbose: bool, log: Any = None) -
             traceback.print_exc()
         res.update(verified=False, reason="internal_error", message=repr(exc))
     else:
+        p = v.statement["predicate"]
+        rows = p["pre_state"]["leaves"]
         res.update(
             verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
-            kind=v.statement["predicate"].get("kind", "thread"),
+            kind=p.get("kind", "thread"),
             status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
+            rows=rows, empty_scope=rows == 0,
             key_id=v.key_id, key_name=v.key_name, methods=dict(v.methods),
             residue=[{"action": a, "status": s} for a, s in v.residue],
         )  # fmt: skip
+        if "kept_state" in p:
+            res["kept_rows"] = p["kept_state"]["leaves"]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -265,13 +270,23 @@ def _ok_line(res: dict[str, Any]) -> str:
     residue = ", ".join(f"{r['action']}={r['status']}" for r in res["residue"]) or "none"
     return (
         f"OK    {res['file']}: {_SCOPE_WORDS[res['kind']]} {res['thread_id']!r} "
-        f"{res['status']} at "
+        f"{_what_erased(res)} at "
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"
         + _request_text(res)
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )
+
+
+def _what_erased(res: dict[str, Any]) -> str:
+    """``erased (5 rows)`` - or, for an empty scope, that nothing existed to erase (a
+    receipt of an empty scope must not read like the erasure of data)."""
+    if res["empty_scope"]:
+        return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
+    n = res["rows"]
+    kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
+    return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 
 def _request_text(res: dict[str, Any]) -> str:

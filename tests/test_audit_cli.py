@@ -179,3 +179,124 @@ def test_csv_cell() -> None:
     assert [csv_cell(v) for v in HOSTILE] == ["'" + v for v in HOSTILE]
     assert [csv_cell(v) for v in ("a=b", "1-2", " =x", 0, 5, True, None)] == [
         "a=b", "1-2", " =x", 0, 5, "true", ""]  # fmt: skip
+
+
+# -- four eyes: --require-authorization, log-signing roles ---------------------------------
+
+APPROVER = Signer.from_seed(b"\x02" * 32)
+
+
+@pytest.fixture
+def four_eyes(tmp_path: Path, signer: Signer) -> dict[str, Path]:
+    """Real SQLite erasures with and without an approver's authorization, a trust file
+    naming the receipt signer and the approver, and receipt logs signed by each."""
+    from erasure_receipts import RequestContext, authorize
+    from erasure_receipts.log import ReceiptLog
+
+    db = tmp_path / "app.db"
+    ctx = RequestContext("DSR-7", "gdpr-art17-1a")
+    auth = authorize(APPROVER, request_id="DSR-7", not_after="2999-01-01T00:00:00Z",
+                     scope={"kind": "thread", "thread_id": "t-approved",
+                            "store_namespaces": []})  # fmt: skip
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        for t in ("t-approved", "t-request-only", "t-plain"):
+            put(saver, t, 1)
+        approved = saver.erase_thread("t-approved", request=ctx, authorization=auth)
+        request_only = saver.erase_thread("t-request-only", request=ctx)
+        plain = saver.erase_thread("t-plain")
+    out = {}
+    for name, r in (("approved", approved), ("request_only", request_only), ("plain", plain)):
+        out[name] = tmp_path / f"{name}.json"
+        out[name].write_bytes(r.to_json())
+    out["trust"] = tmp_path / "trust.json"
+    out["trust"].write_text(json.dumps({"trust_version": 1, "keys": [
+        {"name": "receipts", "ed25519": signer.public_key.b64()},
+        {"name": "dpo", "ed25519": APPROVER.public_key.b64(), "role": "approver"},
+    ]}))  # fmt: skip
+    for name, log_signer in (("signer_log", signer), ("approver_log", APPROVER)):
+        out[name] = tmp_path / name
+        ReceiptLog(out[name], signer=log_signer, origin=f"example.com/{name}").append_many(
+            [approved, plain]
+        )
+    out["pub"] = tmp_path / "pub.pem"
+    out["pub"].write_bytes(signer.public_pem())
+    return out
+
+
+def test_require_authorization_fails_receipts_without_four_eyes(
+    four_eyes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = four_eyes
+    files = [f["approved"], f["request_only"], f["plain"]]
+    # without the option every one verifies (as before)
+    code, doc = verify_json(capsys, *files, "--trust", f["trust"])
+    assert code == 0 and [r["verified"] for r in doc["results"]] == [True] * 3
+    code, doc = verify_json(capsys, *files, "--trust", f["trust"], "--require-authorization")
+    assert code == 1
+    approved, request_only, plain = doc["results"]
+    assert approved["verified"] and approved["approver"] == "dpo"
+    for res in (request_only, plain):
+        assert (res["verified"], res["reason"]) == (False, "authorization_missing")
+        assert "no authorization" in res["message"]
+    assert "a request but no authorization" in request_only["message"]
+    # text: one FAIL line each, with the reason
+    assert verify_main([*map(str, files), "--trust", str(f["trust"]),
+                        "--require-authorization"]) == 1  # fmt: skip
+    text = capsys.readouterr().out
+    assert text.count("[authorization_missing]") == 2 and text.startswith("OK ")
+    # --key holds no approver: a usage error, not a silent pass or a blanket failure
+    assert verify_main([str(f["approved"]), "--key", str(f["pub"]),
+                        "--require-authorization"]) == 2  # fmt: skip
+    assert "--require-authorization needs --trust" in capsys.readouterr().err
+
+
+def test_require_authorization_library() -> None:
+    from erasure_receipts import ReceiptSemanticsError, verify_receipt
+
+    data = (GOLDEN / "good" / "receipt.json").read_bytes()
+    from erasure_receipts.signing import PublicKey
+
+    key = [PublicKey.from_pem(TRUSTED_PEM.read_bytes())]
+    assert verify_receipt(data, key).approver is None
+    with pytest.raises(ReceiptSemanticsError) as exc:
+        verify_receipt(data, key, require_authorization=True)
+    assert exc.value.reason == "authorization_missing"
+
+
+def test_an_approver_key_never_signs_a_log(
+    four_eyes: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = four_eyes
+    ok = verify_main([str(f["approved"]), "--trust", str(f["trust"]), "--log",
+                      str(f["signer_log"])])  # fmt: skip
+    assert ok == 0 and "log index 0" in capsys.readouterr().out
+    code = verify_main([str(f["approved"]), "--trust", str(f["trust"]), "--log",
+                        str(f["approver_log"])])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "'dpo', an approver key" in err and "never receipt logs" in err
+    good = cli("log", "verify", f["signer_log"], "--trust", f["trust"], "--json")
+    assert good.exit_code == 0, good.stdout
+    bad = cli("log", "verify", f["approver_log"], "--trust", f["trust"], "--json")
+    doc = json.loads(bad.stdout)
+    assert bad.exit_code == 1 and doc["problems"][0]["reason"] == "bad_checkpoint"
+    assert "an approver key" in doc["problems"][0]["message"]
+
+
+# -- receipt open verifies before it opens ------------------------------------------------
+
+
+def test_open_verifies_unless_no_verify(tmp_path: Path) -> None:
+    good, forged = GOLDEN / "good" / "subject.json", GOLDEN / "bad" / "tamper_thread_id.json"
+    unchecked = cli("open", good, "--thread", "alice-chat-1")
+    assert unchecked.exit_code == 2 and "--no-verify" in unchecked.stderr
+    verified = cli("open", good, "--thread", "alice-chat-1", "--key", TRUSTED_PEM, "--json")
+    assert verified.exit_code == 0, verified.stderr
+    assert json.loads(verified.stdout)["signature"] == "verified"
+    assert cli("open", good, "--thread", "bob", "--key", TRUSTED_PEM).exit_code == 1
+    # a receipt changed after signing: refused when verified, opened only on request
+    refused = cli("open", forged, "--thread", "thread-2", "--key", TRUSTED_PEM)
+    assert refused.exit_code == 1 and "does not verify: [bad_signature]" in refused.stderr
+    opened = cli("open", forged, "--thread", "thread-2", "--no-verify")
+    assert opened.exit_code == 0 and "NOT verified" in opened.stdout
+    both = cli("open", good, "--thread", "alice-chat-1", "--no-verify", "--key", TRUSTED_PEM)
+    assert both.exit_code == 2

@@ -1565,9 +1565,7 @@ def log_verify(
                  EXIT_INVALID, reason="bad_checkpoint")  # fmt: skip
     check = _receipt_checker(log, trusted, jobs if jobs is not None else default_jobs())
     with _log_errors():
-        report = verify_log(
-            log, [tk.key for tk in trusted], old_checkpoint=old, check_receipts=check
-        )
+        report = verify_log(log, trusted, old_checkpoint=old, check_receipts=check)
     shown = _display(str(log))
     code = 0 if report.ok else EXIT_INVALID
     if report.tail_bytes and report.ok:
@@ -1669,7 +1667,7 @@ def log_prove(
                  reason="not_in_log")  # fmt: skip
         proof = rl.inclusion_proof(index)
         if trusted is not None:
-            Checkpoint.parse(proof.checkpoint).verify(tk.key for tk in trusted)
+            Checkpoint.parse(proof.checkpoint).verify_trusted(trusted)
     if not proof.verify(data):  # pragma: no cover - inclusion_proof checks it already
         _die("the inclusion proof does not verify", EXIT_INVALID, reason="not_in_log")
     if as_json:
@@ -1967,14 +1965,15 @@ def keygen_commitment(
     typer.echo(f"key      {out}  (mode 0600: keep it secret, never hand it out with receipts)")
 
 
-def _open_claims(receipt: Receipt, key: Any, claims: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """For each ``(what, id)``: the value the receipt would carry for it, and whether it
-    does (privacy mode: the commitment under ``key``; otherwise the id itself)."""
+def _open_claims(
+    p: dict[str, Any], key: Any, claims: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """For each ``(what, id)``: the value the predicate ``p`` would carry for it, and
+    whether it does (privacy mode: the commitment under ``key``; otherwise the id)."""
     import base64
 
     from .privacy import needle_commitment
 
-    p = receipt.predicate
     scope = p["scope"]
 
     def commit(label: str, value: str) -> str:
@@ -2030,15 +2029,24 @@ def open_receipt(
     ] = None,
     key: KeyOption = None,
     trust: TrustOption = None,
+    no_verify: Annotated[
+        bool,
+        typer.Option(
+            "--no-verify",
+            help="open a receipt without verifying it (the output says NOT verified)",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
 ) -> None:
     """Show an auditor that the given ids are the ones a receipt names.
 
     A privacy-mode receipt carries HMAC commitments only: with its commitment key this
-    recomputes them (the key must be the receipt's, by key id). Give --key or --trust to
-    verify the receipt's signature too. Exit 0 if every id given is in the receipt, 1 if
-    one is not (or the key is not the receipt's, or the receipt does not verify).
+    recomputes them (the key must be the receipt's, by key id). The receipt is verified
+    first with --key or --trust, and the ids are looked up in the verified statement;
+    --no-verify skips that (and says so). Exit 0 if every id given is in the receipt, 1
+    if one is not (or the key is not the receipt's, or the receipt does not verify), 2
+    without --key, --trust or --no-verify.
     """
     _run.json = as_json
     _check_unicode(thread=thread, subject=subject, needle=needle)
@@ -2048,18 +2056,25 @@ def open_receipt(
     if not claims:
         _die("name what to show: --thread, --subject, --store-ns, --database or --needle",
              EXIT_USAGE)  # fmt: skip
+    checked = bool(key) or trust is not None
+    if checked == no_verify:
+        _die("--no-verify and --key/--trust exclude each other" if checked else
+             "give --key PUB.pem or --trust TRUSTFILE to verify the receipt before opening "
+             "it, or --no-verify to open it unverified", EXIT_USAGE)  # fmt: skip
     receipt = _load_receipt(file)
-    signature = "not checked (give --key or --trust)"
-    if key or trust is not None:
+    predicate = receipt.predicate
+    signature = "NOT verified (--no-verify)"
+    if checked:
         from .verify import verify_receipt
 
         try:
-            verify_receipt(receipt, _trusted(key, trust))
+            verified = verify_receipt(receipt, _trusted(key, trust))
         except Error as exc:
             _die(f"{_display(str(file))}: does not verify: [{exc.reason}] {exc.message}",
                  EXIT_INVALID, reason=exc.reason)  # fmt: skip
+        predicate = verified.statement["predicate"]  # only what the signature binds
         signature = "verified"
-    privacy = receipt.predicate["scope"].get("privacy")
+    privacy = predicate["scope"].get("privacy")
     ck = None
     if privacy is not None:
         if commitment_key is None:
@@ -2069,7 +2084,7 @@ def open_receipt(
             mine, theirs = ck.key_id[:16], privacy["key_id"][:16]
             _die(f"the commitment key (id {mine}...) is not this receipt's (id {theirs}...)",
                  EXIT_INVALID, reason="wrong_commitment_key")  # fmt: skip
-    results = _open_claims(receipt, ck, claims)
+    results = _open_claims(predicate, ck, claims)
     ok = all(r["found"] for r in results)
     code = 0 if ok else EXIT_INVALID
     if as_json:

@@ -256,6 +256,15 @@ class TrustStore:
         """The entries trusted to sign receipts (role ``signer``)."""
         return [tk for tk in self._all if tk.role == "signer"]
 
+    def log_keys(self) -> list[PublicKey]:
+        """The keys trusted to sign receipt-log checkpoints (RECEIPT_SPEC.md 10.2): the
+        receipt signers. An approver's key never signs a log: it approves erasures."""
+        seen: dict[str, PublicKey] = {}
+        for tk in self._all:
+            if tk.role == "signer":
+                seen.setdefault(tk.key.key_id, tk.key)
+        return list(seen.values())
+
     def approvers(self, keyid: str) -> list[TrustedKey]:
         """Every approver entry with this key id (role ``approver``); empty if none."""
         return self._approvers.get(keyid, [])
@@ -710,6 +719,8 @@ def _load(data: Any) -> Receipt:
 def verify_receipt(
     data: bytes | bytearray | memoryview | os.PathLike[str] | os.PathLike[bytes] | Receipt,
     trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey],
+    *,
+    require_authorization: bool = False,
 ) -> VerifiedReceipt:
     """Verify a receipt file or DSSE envelope against the caller's trusted keys.
 
@@ -717,7 +728,9 @@ def verify_receipt(
     1 MiB limit) or a ``Receipt`` (only its signed ``payload`` counts). A ``str`` is
     refused with ``TypeError``: it could be JSON text or a file name. Returns only facts
     bound by a verified signature, or raises a ``VerificationError`` (``InputError`` for
-    an unreadable path).
+    an unreadable path). With ``require_authorization``, a receipt without an
+    authorization signed by a trusted approver (four eyes, RECEIPT_SPEC.md 9.6) is
+    refused too (``ReceiptSemanticsError`` "authorization_missing").
     """
     trust = trusted_keys if isinstance(trusted_keys, TrustStore) else TrustStore(trusted_keys)
     receipt = _load(data)
@@ -768,6 +781,13 @@ def verify_receipt(
 
         approver = verify_request(p, trust)
         request = dict(p["request"])
+    if require_authorization and approver is None:
+        raise ReceiptSemanticsError(
+            "no authorization: an erasure approved by a trusted approver (four eyes) is "
+            "required, and this receipt carries "
+            + ("a request but no authorization" if request else "no request or authorization"),
+            reason="authorization_missing",
+        )
     return VerifiedReceipt(
         receipt_id=p["receipt_id"],
         thread_id=scope_id(p),

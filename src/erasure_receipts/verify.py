@@ -528,10 +528,12 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
             'methods must be {"checkpoints": "atomic-transaction"} plus, with store '
             f"namespaces, methods.store; got {dict(sorted(methods.items()))}"
         )
-    if namespaces and ("store" not in tables or methods.get("store") not in METHODS):
+    # A store table the database does not have is left out (4.2), and with it the
+    # method; a measured store table needs its method, "atomic-transaction" or "sweep".
+    if "store" in methods and (not store_tables or methods["store"] not in METHODS):
         raise mismatch(
-            'store namespaces need the "store" table and methods.store '
-            '("atomic-transaction" or "sweep")'
+            'methods.store ("atomic-transaction" or "sweep") goes with the store tables it '
+            f"deleted from; got {methods['store']!r} with tables {sorted(store_tables)}"
         )
     if methods.get("store") == "sweep" and "store_vectors" in tables:
         raise mismatch("a swept store is measured as one table, store; not store_vectors")

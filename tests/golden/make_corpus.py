@@ -805,11 +805,10 @@ def _rule_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
         "rule_unknown_table": (_kindless(lambda st: [s["tables"].update(checkpoint_blobs={
             "rows": 0, "bytes": 0}) for s in (pre(st), st["predicate"]["post_state"])]), 1,
             "scope_mismatch", "a sqlite receipt lists PostgreSQL's checkpoint_blobs table"),
-        "rule_kind_namespaces_without_store_table": (lambda: _signed(T(
+        "rule_kind_store_method_without_table": (lambda: _signed(T(
             pre_tables=statement_kwargs()["pre_tables"],
-            post_tables=statement_kwargs()["post_tables"],
-            methods={"checkpoints": "atomic-transaction"})), 1, "scope_mismatch",
-            "kind thread receipt with a store namespace but no store table or methods.store"),
+            post_tables=statement_kwargs()["post_tables"])), 1, "scope_mismatch",
+            "kind thread receipt with methods.store but no store table measured"),
         "rule_kind_unknown_method": (lambda: _signed(T(methods={"checkpoints": "delete",
             "store": "atomic-transaction"})), 1, "scope_mismatch",
             "kind thread receipt whose checkpoints method is not atomic-transaction"),

@@ -2,8 +2,10 @@
 
     python bench/fuzz_verify.py [--mutations 100000] [--seed 7] [--no-write]
 
-Starts from genuine receipts (receipt file with and without the embedded key, two
-signatures, a DSSE envelope) and mutates them in ways that know the format:
+Starts from genuine receipts of every kind (a thread receipt without ``kind`` and the
+golden history, subject, privacy-mode subject and ``kind: "thread"`` receipts; each as a
+receipt file with and without the embedded key, with two signatures, as a DSSE envelope)
+and mutates them in ways that know the format:
 
 * ``tree``: type confusion at every JSON path (null, booleans, numbers at and past the
   I-JSON limit, floats, strings, arrays, objects, lone surrogates), deleted and added
@@ -17,7 +19,9 @@ signatures, a DSSE envelope) and mutates them in ways that know the format:
 * ``dsse_payload``: the statement inside a DSSE payload changed or re-serialised without
   re-signing;
 * ``resigned_semantic``: statements that violate the semantics (e.g. non-empty post-state
-  with status ``erased``) *signed by the trusted key*: must be rejected by semantics;
+  with status ``erased``, rows without bytes, store rows without methods.store, a missing
+  residue disclosure, a broken unit or kept state) *signed by the trusted key*: must be
+  rejected by semantics;
 * ``resigned_schema``: type confusion etc. inside the statement, signed by the trusted key;
 * ``keys``: signed by an untrusted key, by a trusted key outside its window, keyid hints
   that lie;
@@ -62,7 +66,14 @@ from erasure_receipts.canonical import canonicalize
 from erasure_receipts.errors import Error
 from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt, Signature, build_statement
 from erasure_receipts.signing import Signer, pae
-from erasure_receipts.verify import REASONS, TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
+from erasure_receipts.verify import (
+    REASONS,
+    TrustedKey,
+    TrustStore,
+    VerifiedReceipt,
+    scope_id,
+    verify_receipt,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TRUSTED = Signer.from_seed(bytes(range(32)))
@@ -74,7 +85,8 @@ TRUST = TrustStore(
 REASON_CODES = frozenset(code for code, _exit, _meaning in REASONS)
 SEMANTIC_REASONS = frozenset(
     ("inconsistent", "subject_digest_mismatch", "subject_name_mismatch", "not_empty",
-     "check_failed", "out_of_scope_missing")
+     "check_failed", "out_of_scope_missing", "units_mismatch", "needles_remain",
+     "scope_mismatch", "residue_missing")
 )  # fmt: skip
 MEDIA_TYPE = "application/vnd.langgraph-erasure-receipt.v1+json"
 
@@ -128,9 +140,21 @@ def sign_payload(payload: bytes, signer: Signer = TRUSTED) -> dict[str, Any]:
     return {"keyid": signer.key_id, "sig": b64(signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))}
 
 
+KIND_FILES = ("history.json", "subject.json", "subject-privacy.json", "thread.json")
+"""Golden receipts of every kind (RECEIPT_SPEC.md 9): their statements are fuzzed too."""
+
+
+def kind_statements() -> list[dict[str, Any]]:
+    """The statements of the golden receipts of every kind (history, subject with and
+    without privacy, thread with ``kind``)."""
+    good = REPO / "tests" / "golden" / "good"
+    return [json.loads((good / n).read_bytes())["statement"] for n in KIND_FILES]
+
+
 class Genuine:
-    def __init__(self) -> None:
-        self.receipt = Receipt.sign(genuine_statement(), TRUSTED)
+    def __init__(self, statement: dict[str, Any] | None = None) -> None:
+        st = genuine_statement() if statement is None else statement
+        self.receipt = Receipt.sign(st, TRUSTED)
         self.payload = self.receipt.payload
         self.statement = json.loads(self.payload)
         file_doc = self.receipt.to_dict()
@@ -513,10 +537,13 @@ def v_subject_digest(r: random.Random, st: dict[str, Any]) -> None:
 
 
 def v_subject_name(r: random.Random, st: dict[str, Any]) -> None:
-    tid = st["predicate"]["scope"]["thread_id"]
+    name = st["subject"][0]["name"]
+    prefix, _, tid = name.partition(":")
+    other = r.choice([k for k in ("langgraph-thread", "langgraph-thread-history",
+                                  "langgraph-subject") if k != prefix])  # fmt: skip
     st["subject"][0]["name"] = r.choice(
-        (f"langgraph-thread:{tid}x", "langgraph-thread:mallory", tid, f"langgraph-thread: {tid}",
-         f"langgraph-thread:{unicodedata.normalize('NFD', tid)}e\u0301")
+        (f"{prefix}:{tid}x", f"{prefix}:mallory", tid, f"{prefix}: {tid}", f"{other}:{tid}",
+         f"{prefix}:{unicodedata.normalize('NFD', tid)}e\u0301")
     )  # fmt: skip
 
 
@@ -552,8 +579,48 @@ def v_pre_rows_zero(r: random.Random, st: dict[str, Any]) -> None:
     pre["leaves"] = 0  # non-empty digest with zero leaves
 
 
+def v_rows_without_bytes(r: random.Random, st: dict[str, Any]) -> None:
+    tables = st["predicate"]["pre_state"]["tables"]
+    name = r.choice([k for k, t in tables.items() if t["rows"]])
+    tables[name]["bytes"] = r.choice((0, tables[name]["rows"] - 1))
+
+
+def v_store_method(r: random.Random, st: dict[str, Any]) -> None:
+    """Store rows without methods.store, or methods.store without store namespaces."""
+    p = st["predicate"]
+    if "store" in p["methods"] and r.random() < 0.5:
+        del p["methods"]["store"]
+    else:
+        p["methods"]["store"] = r.choice(("sweep", "atomic-transaction"))
+        p["scope"]["store_namespaces"] = []
+
+
+def v_residue(r: random.Random, st: dict[str, Any]) -> None:
+    """An SQLite receipt without residue, or a kind receipt without its free-space
+    disclosure."""
+    p = st["predicate"]
+    disclosures = ("sqlite.live_page_free_space", "residue_scan")
+    if "kind" in p and any(x["action"] in disclosures for x in p["residue"]) and r.random() < 0.7:
+        p["residue"] = [x for x in p["residue"] if x["action"] not in disclosures]
+    else:
+        p["residue"] = []
+
+
+def v_kind_member(r: random.Random, st: dict[str, Any]) -> None:
+    """A history receipt's kept state, a subject receipt's units or needles broken."""
+    p = st["predicate"]
+    if "needles" in p and r.random() < 0.3:
+        p["needles"]["occurrences_after"] = r.randint(1, 5)
+    elif "kept_state" in p:
+        p["kept_state"]["leaves"] += 1
+    else:
+        unit = r.choice(p["units"])
+        unit["digest"]["sha256"] = _root(r)
+
+
 SEMANTIC_VIOLATIONS = [v_not_empty, v_post_digest, v_leaves, v_subject_digest, v_subject_name,
-                       v_check, v_out_of_scope, v_tables, v_pre_empty, v_pre_rows_zero]  # fmt: skip
+                       v_check, v_out_of_scope, v_tables, v_pre_empty, v_pre_rows_zero,
+                       v_rows_without_bytes, v_store_method, v_residue, v_kind_member]  # fmt: skip
 
 
 def resigned(r: random.Random, st: Any, signer: Signer = TRUSTED) -> tuple[bytes, bytes | None]:
@@ -599,7 +666,10 @@ class Case:
         self.schema_check = schema_check
 
 
-def make_case(r: random.Random, g: Genuine) -> Case:
+def make_case(r: random.Random, genuines: list[Genuine]) -> Case:
+    # Half the cases start from the thread receipt with every optional shape, the other
+    # half from a receipt of each kind.
+    g = genuines[0] if r.random() < 0.5 else r.choice(genuines[1:])
     x = r.random()
     if x < 0.40:
         _name, base = r.choice(g.bases)
@@ -629,7 +699,7 @@ def make_case(r: random.Random, g: Genuine) -> Case:
         return Case("dsse_payload", serialise(r, env), g.statement)
     if x < 0.75:
         st = copy.deepcopy(g.statement)
-        violations = r.sample(SEMANTIC_VIOLATIONS, k=r.choice((1, 1, 2)))
+        violations = r.sample(_applicable(st), k=r.choice((1, 1, 2)))
         if {v_pre_empty, v_pre_rows_zero} <= set(violations):  # together: an empty scope
             violations.remove(v_pre_rows_zero)
         for v in violations:
@@ -663,6 +733,19 @@ def make_case(r: random.Random, g: Genuine) -> Case:
             return Case("keys", data, st)
         return Case("keys", data, must_reject=True)
     return object_case(r, g)
+
+
+def _applicable(st: dict[str, Any]) -> list[Callable[[random.Random, dict[str, Any]], None]]:
+    """The violations that apply to this statement's shape."""
+    p = st["predicate"]
+    out = list(SEMANTIC_VIOLATIONS)
+    if not any(t["rows"] for t in p["pre_state"]["tables"].values()):
+        out.remove(v_rows_without_bytes)
+    if p["backend"]["kind"] != "sqlite":
+        out.remove(v_residue)
+    if not ("kept_state" in p or "units" in p or "needles" in p):
+        out.remove(v_kind_member)
+    return out
 
 
 def _has_raw(v: Any) -> bool:
@@ -773,7 +856,7 @@ def judge(case: Case, i: int, stats: Stats, receipt_schema: Any) -> None:
         and case.allowed is not None
         and st == case.allowed
         and st is not held
-        and v.thread_id == p["scope"]["thread_id"]
+        and v.thread_id == scope_id(p)
         and v.receipt_id == p["receipt_id"]
         and v.issued_at == p["issued_at"]
         and v.pre_digest == p["pre_state"]["digest"]["sha256"]
@@ -818,19 +901,20 @@ def cli_check(case: Case, i: int, stats: Stats, result_schema: Any, tmp: Path) -
 
 def run(mutations: int, seed: int, cli_every: int = 50) -> dict[str, Any]:
     r = random.Random(seed)
-    g = Genuine()
+    genuines = [Genuine(), *(Genuine(st) for st in kind_statements())]
     stats = Stats()
     receipt_schema, result_schema = _schema_validators()
     # Sanity: every genuine base verifies and returns the genuine statement.
-    for _name, base in g.bases:
-        assert verify_receipt(json.dumps(base).encode(), TRUST).statement == g.statement
+    for g in genuines:
+        for _name, base in g.bases:
+            assert verify_receipt(json.dumps(base).encode(), TRUST).statement == g.statement
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         (tmp / "trusted.pub.pem").write_bytes(TRUSTED.public_pem())
         for i in range(mutations):
             try:
-                case = make_case(r, g)
+                case = make_case(r, genuines)
             except (IndexError, KeyError, TypeError, AttributeError, ValueError):
                 # a mutation that does not apply to this shape (e.g. nothing left to edit)
                 case = Case("bytes", b"{}", None, must_reject=True)

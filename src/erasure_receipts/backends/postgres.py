@@ -976,16 +976,25 @@ class PostgresBackend:
                     (t, receipt_id, erased_at),
                 )
                 continue
-            # An existing tombstone keeps its receipt; its bound moves past this erasure.
-            self.session.execute(
-                "INSERT INTO erasure_tombstones AS t "
+            bound = fresh_after(erased_at, self._newest.get(t))
+            inserted = self.session.query(
+                "INSERT INTO erasure_tombstones "
                 "(thread_id, receipt_id, erased_at, policy, fresh_after) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO UPDATE SET "
-                'policy = excluded.policy, fresh_after = GREATEST(t.fresh_after COLLATE "C", '
-                "excluded.fresh_after)",
-                (t, receipt_id, erased_at, self._policy,
-                 fresh_after(erased_at, self._newest.get(t))),
-            )  # fmt: skip
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING "
+                "RETURNING 1",
+                (t, receipt_id, erased_at, self._policy, bound),
+            )
+            if inserted:
+                continue
+            # An existing tombstone keeps its receipt; its bound moves past this erasure.
+            # A separate UPDATE (not ON CONFLICT DO UPDATE, which needs UPDATE even when
+            # nothing conflicts), so a worker role granted SELECT, INSERT on the table
+            # can still tombstone a thread for the first time.
+            self.session.execute(
+                "UPDATE erasure_tombstones SET policy = %s, "
+                'fresh_after = GREATEST(fresh_after COLLATE "C", %s) WHERE thread_id = %s',
+                (self._policy, bound, t),
+            )
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]

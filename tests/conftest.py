@@ -45,5 +45,24 @@ def every_signed_receipt_matches_the_schema(monkeypatch: pytest.MonkeyPatch) -> 
     yield
 
 
+@pytest.fixture(autouse=True)
+def every_issued_statement_passes_the_verifier(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every statement a saver signs (erasures, recoveries, sweeps) satisfies every rule
+    of RECEIPT_SPEC.md 6.1, residue included - not only the receipts a test verifies."""
+    from erasure_receipts import attesting
+    from erasure_receipts.verify import check_residue, check_semantics
+
+    original = attesting.sign_and_archive
+
+    def checked(statement: Any, *args: Any, **kwargs: Any) -> Receipt:
+        st = json.loads(json.dumps(statement))
+        check_semantics(st)
+        check_residue(st["predicate"])
+        return original(statement, *args, **kwargs)
+
+    monkeypatch.setattr(attesting, "sign_and_archive", checked)
+    yield
+
+
 # PostgreSQL server fixtures (pg_dsn: session-wide server, pg_db: a fresh database).
 from pg_server import pg_db, pg_dsn  # noqa: E402, F401

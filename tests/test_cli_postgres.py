@@ -212,12 +212,14 @@ def test_pg_cli_digest_erase_verify(
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("OK")
-    # The tombstone refuses a plain PostgresSaver worker; a second erase finds nothing.
+    # The tombstone refuses a plain PostgresSaver worker continuing the erased
+    # conversation (a run from before the erasure); a second erase finds nothing.
+    before = "1ef00000-0000-6000-8000-000000000000"  # a checkpoint id from 2024
     with (
         PostgresSaver.from_conn_string(pg_db) as plain,
         pytest.raises(psycopg.errors.RaiseException, match="thread erased"),
     ):
-        plain.put({"configurable": {"thread_id": T, "checkpoint_ns": ""}},
+        plain.put({"configurable": {"thread_id": T, "checkpoint_ns": "", "checkpoint_id": before}},
                   empty_checkpoint(), {}, {})  # fmt: skip
     one_error(cli("erase", pg_db, "--thread", T, "--key", key), 1, "already erased")
 

@@ -278,7 +278,7 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "index --key": (["index", "{receipt}", "--key", X], ALL),
     "index --trust": (["index", "{receipt}", "--trust", X], ALL),
     "locate": (["locate", X, "needle"], ALL),
-    "open": (["open", X, "--thread", "t"], ALL),
+    "open": (["open", X, "--thread", "t", "--no-verify"], ALL),
     "open --key": (["open", "{receipt}", "--thread", "u", "--key", X], ALL),
     "retention": (["retention", X, "--idle", "1d", "--dry-run"], ALL),
     "retention --key": (["retention", "{db}", "--idle", "1d", "--key", X,

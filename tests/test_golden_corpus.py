@@ -4,7 +4,9 @@ and reason, every good one verifies, and the generator reproduces the corpus exa
 from __future__ import annotations
 
 import base64
+import fnmatch
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +263,36 @@ def test_generator_is_reproducible(tmp_path: Path) -> None:
         assert sorted(regenerated) == sorted(committed), f"{sub}/: file set drifted"
         drifted = [n for n in committed if committed[n] != regenerated[n]]
         assert drifted == [], f"re-run tests/golden/make_corpus.py: {sub}/ drifted"
+
+
+def _spec_rule_table() -> list[tuple[set[str], list[str]]]:
+    """RECEIPT_SPEC.md 6.1: per rule, its reason codes and its golden bad cases."""
+    text = (GOLDEN.parent.parent / "RECEIPT_SPEC.md").read_text("utf-8")
+    section = text.split("### 6.1 Statement rules", 1)[1].split("\n### ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("rule", "---"):
+            continue
+        codes = set(re.findall(r"`([a-z_*]+)`", cells[2]))
+        cases = re.findall(r"`([a-z0-9_*]+)`", cells[3])
+        rows.append((codes, cases))
+    return rows
+
+
+def test_every_statement_rule_has_a_golden_bad_case() -> None:
+    """Each MUST of the spec's rule table names a golden bad case that fails with its
+    reason, and every rule_* case is listed there."""
+    rows = _spec_rule_table()
+    assert len(rows) >= 25
+    named: set[str] = set()
+    for codes, cases in rows:
+        assert cases, codes
+        for case in cases:
+            matches = [n for n in EXPECTED if fnmatch.fnmatch(n, f"{case}.json")]
+            assert matches, f"{case} is not a golden bad case"
+            for n in matches:
+                reason = EXPECTED[n]["reason"]
+                assert reason in codes or any(fnmatch.fnmatch(reason, c) for c in codes), n
+                named.add(n)
+    assert {n for n in EXPECTED if n.startswith("rule_")} <= named

@@ -164,12 +164,16 @@ def test_keep_latest_plan_follows_langgraph() -> None:
         Head("sub:old", "p2", root="r3", root_saved=True),  # a finished call: removed
         Head("sub:now", "t1", root="r9", root_saved=True),  # the call in progress: kept
         Head("sub:unsaved", "u1", root="rX", root_saved=False),  # root not saved yet: kept
-        Head("sub:late", "zz", root="r3", root_saved=True),  # not before r9: kept
+        # finished, ids not before r9 (it ended after r9 was saved, or its writer's clock
+        # is ahead): removed entirely all the same, as LangGraph's prune removes it
+        Head("sub:late", "zz", root="r3", root_saved=True),
         Head("v3", "h8", sends_parent="h7"),
     ]
     k = plan(heads)
-    assert k.kept == (("", "r9"), ("child", "c5"), ("sub:late", "zz"), ("sub:now", "t1"),
+    assert k.kept == (("", "r9"), ("child", "c5"), ("sub:now", "t1"),
                       ("sub:unsaved", "u1"), ("v3", "h7"), ("v3", "h8"))  # fmt: skip
+    assert k.dropped == ("sub:late", "sub:old")
+    assert k.removes("sub:late", "zz") and k.removes("sub:late", "a0")
     assert k.removes("", "r1") and not k.removes("", "r9") and not k.removes("", "s1")
     assert not k.removes("", "z0")  # newer than the kept head: written after, not removed
     assert k.removes("sub:old", "p2") and k.removes("gone:x", "a")

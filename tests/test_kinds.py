@@ -29,6 +29,12 @@ BACKEND = {
     "versions": {"langgraph-erasure-receipts": "0.1.0"},
 }
 CHECKS = [{"name": "raw_rows_zero_in_transaction", "result": "pass"}]
+RESIDUE = [
+    {"action": "sqlite.secure_delete", "status": "applied", "detail": {"value": 1}},
+    {"action": "sqlite.live_page_free_space", "status": "skipped", "detail": {"reason": "-"}},
+]
+"""A SQLite receipt's residue must not be empty and must disclose the free space of
+live pages (RECEIPT_SPEC.md 6.1)."""
 
 
 def h(label: str) -> str:
@@ -53,7 +59,7 @@ def statement(kind: str, **over: Any) -> dict[str, Any]:
         post_tables=tables(0),
         methods={"checkpoints": "atomic-transaction"},
         checks=CHECKS,
-        residue=[],
+        residue=RESIDUE,
         generator_version="0.1.0",
         kind=kind,
     )

@@ -271,3 +271,69 @@ def test_inclusion_proofs_equal_single_proofs(n: int, data: st.DataObject) -> No
     wanted = data.draw(st.lists(st.integers(0, n - 1), max_size=n))
     got = inclusion_proofs(hashes, wanted)
     assert got == {i: inclusion_proof(hashes, i) for i in set(wanted)}
+
+
+def test_subject_receipt_rows_prove_into_their_threads_units(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """RECEIPT_SPEC.md 9.3: a row exported with ``export_leaves(thread)`` before a real
+    subject erasure proves into that thread's unit; a row of a thread the subject
+    receipt did not erase, or one exported before the thread changed, does not."""
+    db = tmp_path / "app.db"
+    (tmp_path / "pub.pem").write_bytes(signer.public_pem())
+    with (
+        SqliteStore.from_conn_string(str(db)) as store,
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as saver,
+    ):
+        store.setup()
+        graph = build_graph(saver, store)
+        for tid in ("alice-1", "alice-2", "bob-1"):
+            for text in TURNS[:2]:
+                graph.invoke(human(text), {"configurable": {"thread_id": tid}})
+        records = {t: saver.export_leaves(t) for t in ("alice-1", "alice-2", "bob-1")}
+        changed = saver.export_leaves("alice-2")[:1]
+        receipt = saver.erase_subject(
+            "alice", threads=["alice-1", "alice-2"], store_namespaces=[NS]
+        )
+    r_json = receipt.to_json()
+    (tmp_path / "R.json").write_bytes(r_json)
+    units = {u["name"]: u for u in receipt.predicate["units"]}
+    for tid in ("alice-1", "alice-2"):
+        assert records[tid] and {r.root for r in records[tid]} == {
+            units[f"thread:{tid}"]["digest"]["sha256"]
+        }
+        for record in records[tid]:
+            proven = verify_leaf_record(record.to_json(), r_json, [signer.public_key])
+            assert proven.unit == f"thread:{tid}"
+            assert (proven.table, proven.index) == (record.table, record.index)
+            assert proven.tree_size == units[f"thread:{tid}"]["leaves"]
+    # the CLI, text and JSON
+    row = tmp_path / "ROW.json"
+    row.write_bytes(records["alice-2"][-1].to_json())
+    args = [*CLI, "prove", str(row), "--receipt", str(tmp_path / "R.json"), "--key",
+            str(tmp_path / "pub.pem")]  # fmt: skip
+    res = subprocess.run(args, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "unit 'thread:alice-2' of receipt" in res.stdout and "(subject 'alice'" in res.stdout
+    res = subprocess.run([*args, "--json"], capture_output=True, text=True)
+    assert res.returncode == 0 and json.loads(res.stdout)["unit"] == "thread:alice-2"
+    # negatives: bob's row, a row of a tree that changed, a tampered audit path
+    with pytest.raises(InclusionProofError) as exc:
+        verify_leaf_record(records["bob-1"][0].to_json(), r_json, [signer.public_key])
+    assert exc.value.reason == "wrong_thread"
+    bad = records["alice-1"][0]
+    forged = edited(bad, audit_path=["0" * 64] + [h.hex() for h in bad.audit_path[1:]])
+    with pytest.raises(InclusionProofError) as exc:
+        verify_leaf_record(forged, r_json, [signer.public_key])
+    assert exc.value.reason == "not_included"
+    relabelled = edited(records["bob-1"][0], thread_id="alice-1",
+                        tree_size=units["thread:alice-1"]["leaves"],
+                        root=units["thread:alice-1"]["digest"]["sha256"])  # fmt: skip
+    with pytest.raises(InclusionProofError) as exc:
+        verify_leaf_record(relabelled, r_json, [signer.public_key])
+    assert exc.value.reason == "not_included"
+    assert changed[0].root == records["alice-2"][0].root  # nothing written in between
+    stale = edited(changed[0], tree_size=changed[0].tree_size + 1)
+    with pytest.raises(InclusionProofError) as exc:
+        verify_leaf_record(stale, r_json, [signer.public_key])
+    assert exc.value.reason == "tree_mismatch"

@@ -111,6 +111,7 @@ def test_pg_scenario_erases_every_trace(pg_db: str, signer: Signer, tmp_path: Pa
         AttestingPostgresSaver.from_conn_string(
             pg_db, signer=signer, store=store, archive=tmp_path / "receipts",
             namespaces_for=lambda tid: [NS] if tid == T else [],
+            tombstone_policy="refuse_all",  # every write refused until reopen_thread()
         ) as saver,
     ):  # fmt: skip
         store.setup()
@@ -176,7 +177,8 @@ async def test_pg_async_pool_scenario(pg_db: str, signer: Signer, tmp_path: Path
         store = AsyncPostgresStore(store_pool)
         await store.setup()
         saver = AsyncAttestingPostgresSaver(pool, signer=signer, store=store,
-                                            archive=tmp_path / "r")  # fmt: skip
+                                            archive=tmp_path / "r",
+                                            tombstone_policy="refuse_all")  # fmt: skip
         await saver.setup()
         graph = build_graph(saver, store)
         for text in TURNS:
@@ -401,7 +403,11 @@ async def test_pg_async_connection_with_memory_store(pg_db: str, signer: Signer)
     for i in range(12):
         await store.aput(NS, f"k{i}", {"i": i})
     async with AsyncAttestingPostgresSaver.from_conn_string(
-        pg_db, signer=signer, store=store, namespaces_for=lambda tid: [NS]
+        pg_db,
+        signer=signer,
+        store=store,
+        namespaces_for=lambda tid: [NS],
+        tombstone_policy="refuse_all",
     ) as saver:
         await saver.setup()
         graph = build_graph(saver, store)

@@ -39,7 +39,11 @@ def cfg(thread: str) -> dict[str, Any]:
 def test_graph_on_an_erased_thread(pg_db: str, signer: Signer, refuse: bool) -> None:
     store = InMemoryStore()
     with AttestingPostgresSaver.from_conn_string(
-        pg_db, signer=signer, store=store, refuse_erased_reads=refuse
+        pg_db,
+        signer=signer,
+        store=store,
+        refuse_erased_reads=refuse,
+        tombstone_policy="refuse_all",
     ) as saver:
         saver.setup()
         graph = build_graph(saver, store)  # type: ignore[arg-type]

@@ -283,7 +283,8 @@ def test_sqlite_tampered_sealed_entry_is_not_recovered(
         with sqlite3.connect(app) as conn:
             [(rid, entry)] = conn.execute("SELECT receipt_id, entry FROM erasure_journal")
             e = json.loads(entry)
-            e["sealed"]["ciphertext"] = "A" + e["sealed"]["ciphertext"][1:]
+            c = e["sealed"]["ciphertext"]
+            e["sealed"]["ciphertext"] = ("B" if c[0] == "A" else "A") + c[1:]  # never a no-op
             conn.execute("UPDATE erasure_journal SET entry = ?", (json.dumps(e),))
         with pytest.raises(ErasureIncompleteError, match="does not open with this key"):
             saver.recover_receipts(min_age_seconds=0)

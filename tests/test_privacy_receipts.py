@@ -103,15 +103,25 @@ def test_cli_privacy_mode_end_to_end(setup: tuple[Path, Path, Path], tmp_path: P
     assert opened["signature"] == "verified" and all(c["found"] for c in opened["claims"])
     assert len(opened["claims"]) == 6 + 3 + 3
     assert (
-        run("open", str(out), "--commitment-key", str(ck), "--thread", "bob-chat-1").returncode == 1
+        run(
+            "open", str(out), "--commitment-key", str(ck), "--thread", "bob-chat-1", "--no-verify"
+        ).returncode
+        == 1
     )
-    assert run("open", str(out), "--commitment-key", str(ck), "--subject", "bob").returncode == 1
+    assert (
+        run(
+            "open", str(out), "--commitment-key", str(ck), "--subject", "bob", "--key", str(pub)
+        ).returncode
+        == 1
+    )
     other = tmp_path / "other.key"
     CommitmentKey.generate().to_file(other)
-    wrong = run("open", str(out), "--commitment-key", str(other), "--thread", THREADS[0])
+    wrong = run(
+        "open", str(out), "--commitment-key", str(other), "--thread", THREADS[0], "--no-verify"
+    )
     assert wrong.returncode == 1 and "not this receipt's" in wrong.stderr
-    assert run("open", str(out), "--thread", THREADS[0]).returncode == 2  # key needed
-    assert run("open", str(out), "--commitment-key", str(ck)).returncode == 2  # nothing named
+    assert run("open", str(out), "--thread", THREADS[0], "--no-verify").returncode == 2  # key
+    assert run("open", str(out), "--commitment-key", str(ck), "--no-verify").returncode == 2
 
     # The database: the journal keeps commitments only; tombstones keep raw thread ids.
     with sqlite3.connect(db) as conn:
@@ -162,8 +172,12 @@ def test_open_a_receipt_without_privacy(setup: tuple[Path, Path, Path], tmp_path
             "--store-ns", "crm/contacts/alice")  # fmt: skip
     assert e.returncode == 0, e.stderr
     assert EMAIL.encode() not in out.read_bytes() and SUPPORT.encode() in out.read_bytes()
-    assert run("open", str(out), "--thread", SUPPORT, "--needle", EMAIL).returncode == 0
-    assert run("open", str(out), "--needle", "someone.else@example.com").returncode == 1
+    assert (
+        run("open", str(out), "--thread", SUPPORT, "--needle", EMAIL, "--no-verify").returncode == 0
+    )
+    assert (
+        run("open", str(out), "--needle", "someone.else@example.com", "--no-verify").returncode == 1
+    )
 
 
 def test_cli_subject_usage_and_refusal(setup: tuple[Path, Path, Path], tmp_path: Path) -> None:

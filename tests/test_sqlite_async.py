@@ -30,7 +30,11 @@ NS = ("users", "alice")
 async def test_async_scenario_with_memory_store(tmp_path: Path, signer: Signer) -> None:
     db, store = tmp_path / "a.db", InMemoryStore()
     async with AsyncAttestingSqliteSaver.from_conn_string(
-        str(db), signer=signer, store=store, archive=tmp_path / "receipts"
+        str(db),
+        signer=signer,
+        store=store,
+        archive=tmp_path / "receipts",
+        tombstone_policy="refuse_all",
     ) as saver:
         graph = build_graph(saver, store)
         for text in TURNS:

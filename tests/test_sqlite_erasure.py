@@ -229,6 +229,7 @@ def test_sqlite_store_in_other_file_is_swept(tmp_path: Path, signer: Signer) -> 
 
 def test_tombstone_rejects_late_writes_everywhere(world, tmp_path: Path) -> None:
     db, saver, store = world
+    saver.tombstone_policy = "refuse_all"  # every write refused until reopen_thread()
     graph = run_scenario(saver, store)
     c = put(saver, T, 99)
     saver.erase_thread(T, store_namespaces=[NS])

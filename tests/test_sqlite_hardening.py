@@ -390,7 +390,11 @@ def test_graph_on_an_erased_thread(tmp_path: Path, signer: Signer, refuse: bool)
     store = InMemoryStore()
     tid = "alice-chat"
     with AttestingSqliteSaver.from_conn_string(
-        str(tmp_path / "a.db"), signer=signer, store=store, refuse_erased_reads=refuse
+        str(tmp_path / "a.db"),
+        signer=signer,
+        store=store,
+        refuse_erased_reads=refuse,
+        tombstone_policy="refuse_all",
     ) as saver:
         graph = build_graph(saver, store)
         run = {"configurable": {"thread_id": tid}}

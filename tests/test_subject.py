@@ -220,6 +220,7 @@ def test_needle_refuses_and_names_the_support_thread_then_one_receipt(
 def test_late_write_to_an_erased_thread_is_refused(
     saver: AttestingSqliteSaver, app_db: Path
 ) -> None:
+    saver.tombstone_policy = "refuse_all"  # every write refused until reopen_thread()
     saver.erase_subject(SUBJECT, metadata_key="user_id", store_namespaces=NAMESPACES)
     graph = build(saver, saver.store)  # type: ignore[arg-type]
     with pytest.raises(ThreadErasedError):

@@ -95,7 +95,11 @@ def test_pg_subject_refused_then_one_receipt(pg_app: str, signer: Signer, tmp_pa
     with (
         PostgresStore.from_conn_string(dsn) as store,
         AttestingPostgresSaver.from_conn_string(
-            dsn, signer=signer, store=store, archive=tmp_path / "r"
+            dsn,
+            signer=signer,
+            store=store,
+            archive=tmp_path / "r",
+            tombstone_policy="refuse_all",  # every write refused until reopen_thread()
         ) as saver,
     ):
         assert list(saver.digest_subject(SUBJECT, metadata_key="user_id").threads) == THREADS

@@ -494,22 +494,26 @@ def show(
         return
     p = r.predicate
     pre, post = p["pre_state"], p["post_state"]
+    kind, scope = p.get("kind", "thread"), p["scope"]
     lines = [
         f"receipt      {p['receipt_id']}  (NOT verified; run `receipt verify`)",
-        f"status       {p['status']}",
-        f"thread       {p['scope']['thread_id']!r} (all checkpoint namespaces)",
-        "store ns     "
-        + (", ".join("/".join(ns) for ns in p["scope"]["store_namespaces"]) or "(none)"),
-        f"tombstone    {'yes' if p['scope']['tombstone'] else 'no'}",
+        f"kind         {kind}" + ("" if "kind" in p else " (no kind member: a thread receipt)"),
+        f"status       {p['status']}"
+        + (" - EMPTY SCOPE: no rows existed, nothing was deleted" if not pre["leaves"] else ""),
+        *_show_scope(p),
+        "store ns     " + (", ".join("/".join(ns) for ns in scope["store_namespaces"]) or "(none)"),
+        f"tombstone    {'yes' if scope['tombstone'] else 'no'}",
         f"issued at    {p['issued_at']}",
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
-        f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows)",
+        f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows"
+        + (" removed)" if kind == "history" else ")"),
         f"post digest  {post['digest']['sha256']} ({post['leaves']} rows)",
     ]
     for t, c in sorted(pre["tables"].items()):
         after = post["tables"].get(t, {}).get("rows", "?")  # unverified: may be inconsistent
         lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes -> {after} rows")
+    lines += _show_kind_members(p)
     lines.append("methods      " + ", ".join(f"{k}={v}" for k, v in sorted(p["methods"].items())))
     lines.append("checks       " + ", ".join(f"{c['name']}={c['result']}" for c in p["checks"]))
     for res in p["residue"]:
@@ -528,6 +532,55 @@ def show(
     signers = ", ".join(s.keyid[:16] for s in r.signatures)
     lines.append(f"signed by    {signers}")
     typer.echo("\n".join(lines))
+
+
+def _show_scope(p: dict[str, Any]) -> list[str]:
+    """``receipt show``: what the scope names, by kind (RECEIPT_SPEC.md 9.1)."""
+    scope, kind = p["scope"], p.get("kind", "thread")
+    if kind == "subject":
+        found = scope["discovery"]
+        lines = [
+            f"subject      {scope['subject']!r}",
+            f"threads      {len(scope['threads'])}: "
+            + ", ".join(repr(t) for t in scope["threads"]),
+            "discovery    "
+            + (f"metadata key {found['metadata_key']!r}" if found else "none (threads named)"),
+        ]
+    elif kind == "history":
+        lines = [
+            f"thread       {scope['thread_id']!r} (history: every checkpoint except the "
+            f"{scope['keep']} of each namespace; the thread lives on)"
+        ]
+    else:
+        lines = [f"thread       {scope['thread_id']!r} (all checkpoint namespaces)"]
+    if "privacy" in scope:
+        lines.append(
+            f"privacy      ids are {scope['privacy']['mode']} commitments "
+            f"(commitment key id {scope['privacy']['key_id'][:16]}; `receipt open` checks ids)"
+        )
+    return lines
+
+
+def _show_kind_members(p: dict[str, Any]) -> list[str]:
+    """``receipt show``: the kept state (history), units (subject) and needles."""
+    lines: list[str] = []
+    if "kept_state" in p:
+        k = p["kept_state"]
+        lines.append(f"kept digest  {k['digest']['sha256']} ({k['leaves']} rows kept)")
+        for t, c in sorted(k["tables"].items()):
+            lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes kept")
+        cps = ", ".join(f"{c['checkpoint_ns']!r}/{c['checkpoint_id']}" for c in k["checkpoints"])
+        lines.append(f"kept cps     {cps or '(none)'}")
+    for u in p.get("units") or ():
+        lines.append(f"unit         {u['name']!r}: {u['leaves']} rows, {u['digest']['sha256']}")
+    if "needles" in p:
+        n = p["needles"]
+        lines.append(
+            f"needles      {len(n['values'])} value(s) ({n['commitment']}"
+            f"{', salted' if n['salt'] else ', keyed'}), searched {n['searched']}, "
+            f"{n['occurrences_after']} occurrence(s) after, forms {', '.join(n['forms'])}"
+        )
+    return lines
 
 
 class ExportFormat(StrEnum):
@@ -1527,12 +1580,14 @@ def prove(
              "thread_id": v.thread_id, "issued_at": v.issued_at, "pre_digest": v.pre_digest,
              "key_id": v.key_id, "table": proven.table,
              "primary_key": record.to_dict()["primary_key"], "index": proven.index,
-             "tree_size": proven.tree_size}
+             "tree_size": proven.tree_size, "unit": proven.unit}
         )  # fmt: skip
         return
+    scope = "thread" if proven.unit is None else "subject"
+    where = "the pre-state" if proven.unit is None else f"unit {proven.unit!r}"
     typer.echo(
         f"OK    {shown}: {proven.table} row {proven.primary_key!r} is leaf {proven.index} of "
-        f"{proven.tree_size} in the pre-state of receipt {v.receipt_id} (thread "
+        f"{proven.tree_size} in {where} of receipt {v.receipt_id} ({scope} "
         f"{v.thread_id!r}, erased {v.issued_at}, key {v.key_id[:16]})"
     )
 
@@ -1695,9 +1750,7 @@ def log_verify(
                  EXIT_INVALID, reason="bad_checkpoint")  # fmt: skip
     check = _receipt_checker(log, trusted, jobs if jobs is not None else default_jobs())
     with _log_errors():
-        report = verify_log(
-            log, [tk.key for tk in trusted], old_checkpoint=old, check_receipts=check
-        )
+        report = verify_log(log, trusted, old_checkpoint=old, check_receipts=check)
     shown = _display(str(log))
     code = 0 if report.ok else EXIT_INVALID
     if report.tail_bytes and report.ok:
@@ -1799,7 +1852,7 @@ def log_prove(
                  reason="not_in_log")  # fmt: skip
         proof = rl.inclusion_proof(index)
         if trusted is not None:
-            Checkpoint.parse(proof.checkpoint).verify(tk.key for tk in trusted)
+            Checkpoint.parse(proof.checkpoint).verify_trusted(trusted)
     if not proof.verify(data):  # pragma: no cover - inclusion_proof checks it already
         _die("the inclusion proof does not verify", EXIT_INVALID, reason="not_in_log")
     if as_json:
@@ -2125,14 +2178,15 @@ def keygen_commitment(
     typer.echo(f"key      {out}  (mode 0600: keep it secret, never hand it out with receipts)")
 
 
-def _open_claims(receipt: Receipt, key: Any, claims: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """For each ``(what, id)``: the value the receipt would carry for it, and whether it
-    does (privacy mode: the commitment under ``key``; otherwise the id itself)."""
+def _open_claims(
+    p: dict[str, Any], key: Any, claims: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """For each ``(what, id)``: the value the predicate ``p`` would carry for it, and
+    whether it does (privacy mode: the commitment under ``key``; otherwise the id)."""
     import base64
 
     from .privacy import needle_commitment
 
-    p = receipt.predicate
     scope = p["scope"]
 
     def commit(label: str, value: str) -> str:
@@ -2188,15 +2242,24 @@ def open_receipt(
     ] = None,
     key: KeyOption = None,
     trust: TrustOption = None,
+    no_verify: Annotated[
+        bool,
+        typer.Option(
+            "--no-verify",
+            help="open a receipt without verifying it (the output says NOT verified)",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
 ) -> None:
     """Show an auditor that the given ids are the ones a receipt names.
 
     A privacy-mode receipt carries HMAC commitments only: with its commitment key this
-    recomputes them (the key must be the receipt's, by key id). Give --key or --trust to
-    verify the receipt's signature too. Exit 0 if every id given is in the receipt, 1 if
-    one is not (or the key is not the receipt's, or the receipt does not verify).
+    recomputes them (the key must be the receipt's, by key id). The receipt is verified
+    first with --key or --trust, and the ids are looked up in the verified statement;
+    --no-verify skips that (and says so). Exit 0 if every id given is in the receipt, 1
+    if one is not (or the key is not the receipt's, or the receipt does not verify), 2
+    without --key, --trust or --no-verify.
     """
     _run.json = as_json
     _check_unicode(thread=thread, subject=subject, needle=needle)
@@ -2206,18 +2269,25 @@ def open_receipt(
     if not claims:
         _die("name what to show: --thread, --subject, --store-ns, --database or --needle",
              EXIT_USAGE)  # fmt: skip
+    checked = bool(key) or trust is not None
+    if checked == no_verify:
+        _die("--no-verify and --key/--trust exclude each other" if checked else
+             "give --key PUB.pem or --trust TRUSTFILE to verify the receipt before opening "
+             "it, or --no-verify to open it unverified", EXIT_USAGE)  # fmt: skip
     receipt = _load_receipt(file)
-    signature = "not checked (give --key or --trust)"
-    if key or trust is not None:
+    predicate = receipt.predicate
+    signature = "NOT verified (--no-verify)"
+    if checked:
         from .verify import verify_receipt
 
         try:
-            verify_receipt(receipt, _trusted(key, trust))
+            verified = verify_receipt(receipt, _trusted(key, trust))
         except Error as exc:
             _die(f"{_display(str(file))}: does not verify: [{exc.reason}] {exc.message}",
                  EXIT_INVALID, reason=exc.reason)  # fmt: skip
+        predicate = verified.statement["predicate"]  # only what the signature binds
         signature = "verified"
-    privacy = receipt.predicate["scope"].get("privacy")
+    privacy = predicate["scope"].get("privacy")
     ck = None
     if privacy is not None:
         if commitment_key is None:
@@ -2227,7 +2297,7 @@ def open_receipt(
             mine, theirs = ck.key_id[:16], privacy["key_id"][:16]
             _die(f"the commitment key (id {mine}...) is not this receipt's (id {theirs}...)",
                  EXIT_INVALID, reason="wrong_commitment_key")  # fmt: skip
-    results = _open_claims(receipt, ck, claims)
+    results = _open_claims(predicate, ck, claims)
     ok = all(r["found"] for r in results)
     code = 0 if ok else EXIT_INVALID
     if as_json:

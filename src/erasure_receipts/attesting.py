@@ -58,7 +58,7 @@ from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingTo
 from .log import ReceiptLog
 from .privacy import CommitmentKey
 from .proof import LeafRecord, head_filter, leaf_records
-from .receipt import Receipt
+from .receipt import TOMBSTONE_POLICIES, Receipt
 from .signing import Signer
 
 __all__ = [
@@ -314,9 +314,14 @@ class Attesting:
         clock: Callable[[], datetime] | None,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         if not isinstance(signer, Signer):
             raise TypeError("signer= must be an erasure_receipts.Signer")
+        if tombstone_policy not in TOMBSTONE_POLICIES:
+            raise ConfigurationError(
+                f"tombstone_policy= must be one of {TOMBSTONE_POLICIES}, not {tombstone_policy!r}"
+            )
         if namespaces_for is not None and store is None:
             raise ConfigurationError(
                 "namespaces_for= names store namespaces to erase, but no store= was given"
@@ -334,6 +339,7 @@ class Attesting:
         self.clock = clock
         self.residue_scan = residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
+        self.tombstone_policy = tombstone_policy
         self._store_rows = None  # whether the store's tables live in the saver's database
         self._commitment_keys: dict[str, CommitmentKey] = {}
         """Commitment keys by key id (privacy-mode erasures' and recovery's), in memory

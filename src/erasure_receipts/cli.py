@@ -46,7 +46,11 @@ options:
   --trust FILE       trust file: keys with optional validity windows (rotation);
                      not together with --key (it would bypass the windows)
   --log LOG          also check each receipt is in this receipt log (its checkpoint
-                     must be signed by a trusted key): RFC 9162 inclusion proof
+                     must be signed by a key the trust file lets sign logs):
+                     RFC 9162 inclusion proof
+  --require-authorization
+                     fail a receipt without an authorization signed by an approver
+                     of the trust file (four eyes); needs --trust
   -j, --jobs N       verify in N processes (default: all cores); same output
   --json             print exactly one JSON document on stdout
   -q, --quiet        print failures only
@@ -65,13 +69,15 @@ class _VerifyArgs:
         self.log: str | None = None
         self.jobs: int | None = None
         self.json = self.quiet = self.verbose = self.help = False
+        self.require_authorization = False
 
 
 def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
     """A deliberately tiny parser: argparse alone would cost ~10% of cold start."""
     a = _VerifyArgs()
     flags = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose",
-             "--verbose": "verbose", "-h": "help", "--help": "help"}  # fmt: skip
+             "--verbose": "verbose", "-h": "help", "--help": "help",
+             "--require-authorization": "require_authorization"}  # fmt: skip
     it = iter(argv)
     only_paths = False
     for arg in it:
@@ -113,6 +119,11 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
         raise _UsageError(
             "--key and --trust are mutually exclusive (a --key would bypass the trust "
             "file's validity windows); put every key in the trust file"
+        )
+    if a.require_authorization and a.trust is None and not a.help:
+        raise _UsageError(
+            "--require-authorization needs --trust: approvers are the trust file's keys "
+            'with "role": "approver" (a --key is never an approver)'
         )
     if a.paths.count("-") > 1:
         raise _UsageError('"-" (standard input) may be given once')
@@ -224,11 +235,13 @@ class _Progress:
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject"}
 
 
-def _verify_file(path: str, trust: TrustStore, verbose: bool, log: Any = None) -> dict[str, Any]:
+def _verify_file(
+    path: str, trust: TrustStore, verbose: bool, log: Any = None, require_auth: bool = False
+) -> dict[str, Any]:
     res: dict[str, Any] = {"file": _display(path)}
     try:
         data = _read_arg(path)
-        v = verify_receipt(data, trust)
+        v = verify_receipt(data, trust, require_authorization=require_auth)
         index = None if log is None else log.index_of(data)
     except Error as exc:  # InputError included: reason "unreadable"
         res.update(verified=False, reason=exc.reason, message=exc.message)
@@ -239,13 +252,18 @@ def _verify_file(path: str, trust: TrustStore, verbose: bool, log: Any = None) -
             traceback.print_exc()
         res.update(verified=False, reason="internal_error", message=repr(exc))
     else:
+        p = v.statement["predicate"]
+        rows = p["pre_state"]["leaves"]
         res.update(
             verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
-            kind=v.statement["predicate"].get("kind", "thread"),
+            kind=p.get("kind", "thread"),
             status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
+            rows=rows, empty_scope=rows == 0,
             key_id=v.key_id, key_name=v.key_name, methods=dict(v.methods),
             residue=[{"action": a, "status": s} for a, s in v.residue],
         )  # fmt: skip
+        if "kept_state" in p:
+            res["kept_rows"] = p["kept_state"]["leaves"]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -265,13 +283,23 @@ def _ok_line(res: dict[str, Any]) -> str:
     residue = ", ".join(f"{r['action']}={r['status']}" for r in res["residue"]) or "none"
     return (
         f"OK    {res['file']}: {_SCOPE_WORDS[res['kind']]} {res['thread_id']!r} "
-        f"{res['status']} at "
+        f"{_what_erased(res)} at "
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"
         + _request_text(res)
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )
+
+
+def _what_erased(res: dict[str, Any]) -> str:
+    """``erased (5 rows)`` - or, for an empty scope, that nothing existed to erase (a
+    receipt of an empty scope must not read like the erasure of data)."""
+    if res["empty_scope"]:
+        return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
+    n = res["rows"]
+    kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
+    return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 
 def _request_text(res: dict[str, Any]) -> str:
@@ -303,7 +331,12 @@ def default_jobs() -> int:
 
 
 def _verify_all(
-    files: list[str], trust: TrustStore, verbose: bool, jobs: int = 1, log: Any = None
+    files: list[str],
+    trust: TrustStore,
+    verbose: bool,
+    jobs: int = 1,
+    log: Any = None,
+    require_auth: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Results in input order. From ``BATCH`` files on, orjson (a 5 ms import that a
     single-file verify cannot afford) parses and computes the canonical bytes ~3x
@@ -320,10 +353,12 @@ def _verify_all(
         gc.disable()
     try:
         if jobs > 1 and len(files) >= PARALLEL_MIN and STDIN not in files:
-            yield from fork_map(lambda p: _verify_file(p, trust, verbose, log), files, jobs)
+            yield from fork_map(
+                lambda p: _verify_file(p, trust, verbose, log, require_auth), files, jobs
+            )
             return
         for path in files:
-            yield _verify_file(path, trust, verbose, log)
+            yield _verify_file(path, trust, verbose, log, require_auth)
     finally:
         if collect:
             gc.enable()
@@ -447,7 +482,8 @@ def verify_main(argv: Sequence[str]) -> int:
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}
     out = sys.stdout
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    for n, res in enumerate(_verify_all(files, trust, args.verbose, jobs, log), 1):
+    results_iter = _verify_all(files, trust, args.verbose, jobs, log, args.require_authorization)
+    for n, res in enumerate(results_iter, 1):
         if res["verified"]:
             counts["verified"] += 1
         else:
@@ -484,7 +520,7 @@ class LogCheck:
         self.name = _display(path)
         self.log = ReceiptLog(path)
         self.checkpoint = Checkpoint.parse(self.log.checkpoint())
-        self.checkpoint.verify(tk.key for tk in trust)
+        self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
         self.size = self.checkpoint.size
 
     def index_of(self, data: bytes) -> int | None:

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .backends.keep_latest import Removed
 from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .errors import (
@@ -64,6 +65,23 @@ __all__ = [
     "resume_rows",
     "sign_and_archive",
 ]
+
+# Tombstone policies (``TOMBSTONE_POLICIES``, the receipt's ``scope.tombstone_policy``):
+# ``new_conversations`` refuses every write that continues the erased conversation - a
+# checkpoint whose parent (or subgraph root) is an erased checkpoint, writes for an erased
+# checkpoint, a run that began before the erasure - and lets a new conversation start
+# under the id; ``refuse_all`` refuses every write until ``reopen_thread()``.
+
+
+def fresh_after(erased_at: str, newest: str | None) -> str:
+    """The bound a ``new_conversations`` tombstone compares checkpoint ids with: the
+    smallest uuid6 of the erasure's time, or the newest id it erased if that is later
+    (a writer's clock ahead of this one)."""
+    from .history import uuid6_floor
+
+    floor = uuid6_floor(datetime.fromisoformat(erased_at.replace("Z", "+00:00")))
+    return max(floor, newest) if newest is not None else floor
+
 
 RECEIPT_HEADROOM = 16 * 1024
 """Room the preflight keeps for what is only known later (residue, checks, signature)."""
@@ -240,6 +258,9 @@ class ErasureRequest:
     """``history``: ``"latest"``."""
     kept: tuple[tuple[str, str], ...] = ()
     """``history``: ``(checkpoint_ns, checkpoint_id)`` kept, once known (recovery)."""
+    removed: Removed | None = None
+    """``history``: the keys the transaction deleted, once known: after the commit the
+    removed set is these (never re-derived from ``kept``: see backends/keep_latest.py)."""
     needles: tuple[str, ...] = ()
     """Values that must occur nowhere in ``needle_scope`` after the deletion (never
     written anywhere: only their commitments are)."""
@@ -481,6 +502,9 @@ def erase_rows(
                     for u in members["units"]
                 )
             _self_check(backend, request, members, root, m.tables, methods, generator_version)
+            removed_keys = getattr(backend, "removed_keys", None)
+            if request.kind == "history" and removed_keys is not None:
+                request = replace(request, kept=kept, removed=removed_keys())
             entry = {
                 **request_to_journal(replace(request, kept=kept)),
                 "pre_digest": root.hex(),
@@ -675,6 +699,7 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         "threads": list(request.threads),
         "keep": request.keep,
         "kept": [list(k) for k in request.kept],
+        **({"removed": request.removed.to_json()} if request.removed is not None else {}),
     }
 
 
@@ -723,6 +748,8 @@ def request_from_journal(
         keep=str(entry.get("keep", "none")),
         kept=tuple((str(a), str(b)) for a, b in entry.get("kept", ())),
         privacy=key,  # so recovery's errors name commitments too
+        # Entries from before it was journaled: the rule over ``kept`` (as then).
+        removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
     )
 
 
@@ -915,6 +942,9 @@ def _members(
         name = prefix + tid
     if request.privacy is not None:
         scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
+    policy = getattr(backend, "tombstone_policy", None)
+    if request.tombstone and policy is not None:
+        scope["tombstone_policy"] = policy  # what the tombstone's triggers enforce
     out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
     if request.privacy is not None:
         out["database"] = _committed(request, "database", backend.database)

@@ -271,13 +271,14 @@ class HistoryFlows(Attesting):
             for t in self.list({"configurable": {"thread_id": request.thread_id}}):  # type: ignore[attr-defined]
                 c = t.config["configurable"]
                 listed += 1
-                removed += rule.removes(str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"]))
+                key = (str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"]))
+                removed += rule.removes(*key, request.removed)
             missing = 0
             for ns in rule.by_ns:
                 cfg = {"configurable": {"thread_id": request.thread_id, "checkpoint_ns": ns}}
                 got = self.get_tuple(cfg)  # type: ignore[attr-defined]
                 cid = None if got is None else str(got.config["configurable"]["checkpoint_id"])
-                missing += cid is None or rule.removes(ns, cid)
+                missing += cid is None or rule.removes(ns, cid, request.removed)
             stored = None
             if request.store_namespaces:
                 stored = self._api_counts(request, set())[2]
@@ -353,7 +354,9 @@ class HistoryFlows(Attesting):
             if request.kind == "history":
                 kept = outcome.members["kept_state"]["checkpoints"]
                 checked = replace(
-                    request, kept=tuple((c["checkpoint_ns"], c["checkpoint_id"]) for c in kept)
+                    request,
+                    kept=tuple((c["checkpoint_ns"], c["checkpoint_id"]) for c in kept),
+                    removed=outcome.request.removed,
                 )
             api = self._api_checks(checked, namespaces)
             statement = self._statement_of(outcome, api)

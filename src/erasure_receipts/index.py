@@ -33,6 +33,7 @@ __all__ = [
     "STORE_TABLES",
     "IndexItem",
     "build",
+    "csv_cell",
     "csv_header",
     "csv_row",
     "index_items",
@@ -169,16 +170,35 @@ def csv_header() -> str:
     return ",".join(FIELDS) + "\n"
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""Characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection)."""
+
+
+def csv_cell(value: Any) -> Any:
+    """One CSV field: null empty, booleans ``true``/``false``, and a text that a
+    spreadsheet would run as a formula (it starts with ``= + - @``, tab or CR: a thread
+    id or request id is anyone's text) prefixed with a single quote, so it shows as
+    text. Integers are written as they are (never negative)."""
+    if value is None:
+        return ""
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) is str and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_row(record: dict[str, Any]) -> str:
     """One record as a CSV line (RFC 4180 quoting; null is an empty field, booleans
-    ``true``/``false``), with its newline."""
+    ``true``/``false``, formula-like text neutralised by :func:`csv_cell`), with its
+    newline."""
     buf = io.StringIO()
-    values = [
-        "" if (x := record[f]) is None else ("true" if x else "false") if type(x) is bool else x
-        for f in FIELDS
-    ]
-    csv.writer(buf, lineterminator="\n").writerow(values)
-    return buf.getvalue()
+    values = [csv_cell(record[f]) for f in FIELDS]
+    # "\r\n" as the writer's terminator makes it quote a field holding a lone CR too
+    # (with "\n" it would not, and a CR in a thread id would split the row); the line
+    # still ends with "\n" alone.
+    csv.writer(buf, lineterminator="\r\n").writerow(values)
+    return buf.getvalue()[:-2] + "\n"
 
 
 IndexItem = tuple[str, str, int, int, int]

@@ -63,6 +63,7 @@ from .digest import (
 from .errors import Error, InputError
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
+from .verify import TrustStore
 
 try:  # POSIX (Linux, macOS); absent on Windows, where logs are read-only (_NO_FLOCK)
     import fcntl
@@ -288,6 +289,25 @@ class Checkpoint:
             f"checkpoint of {self.origin!r} is not signed by a trusted key "
             f"(signed by {', '.join(n + '+' + i.hex() for n, i, _ in self.signatures)})"
         )
+
+    def verify_trusted(self, trust: TrustStore) -> PublicKey:
+        """:meth:`verify` with the keys a trust store lets sign logs (its receipt
+        signers); a checkpoint signed only by one of its approvers is refused by name."""
+        try:
+            return self.verify(trust.log_keys())
+        except LogError:
+            approvers = [
+                tk.name or tk.key.key_id[:16]
+                for tk in trust
+                if tk.role == "approver" and self.signed_by(tk.key)
+            ]
+            if approvers:
+                raise _bad(
+                    f"checkpoint of {self.origin!r} is signed by {approvers[0]!r}, an approver "
+                    "key: approvers sign erasure authorizations, never receipt logs (only keys "
+                    "with role signer may sign a log's checkpoints)"
+                ) from None
+            raise
 
     @staticmethod
     def sign(origin: str, size: int, root: bytes, signer: Signer) -> bytes:
@@ -1328,7 +1348,7 @@ per item, None when it verified, else ``(index, reason, message)``."""
 
 def verify_log(
     directory: str | os.PathLike[str],
-    keys: Sequence[PublicKey],
+    keys: Sequence[PublicKey] | TrustStore,
     *,
     old_checkpoint: bytes | None = None,
     check_receipts: ReceiptCheck | None = None,
@@ -1336,7 +1356,9 @@ def verify_log(
     """Audit a log: recompute the tree from the stored receipt bytes, check every stored
     leaf hash and every checkpoint record, the published checkpoint's signature by one of
     ``keys``, (through ``check_receipts``) every receipt, and with ``old_checkpoint`` that
-    the log is consistent with it. Problems name the first entry they concern:
+    the log is consistent with it. With a ``TrustStore``, only its receipt signers may
+    have signed the checkpoints (never an approver). Problems name the first entry they
+    concern:
 
     * ``entry_altered`` - an entry's bytes do not hash to its stored leaf hash;
     * ``checkpoint_mismatch`` - the entries before a signed checkpoint record are not
@@ -1351,9 +1373,18 @@ def verify_log(
     d = Path(directory)
     report = LogReport(str(d))
     head_raw = _read_small(d / CHECKPOINT, MAX_NOTE)
+
+    log_keys = keys.log_keys() if isinstance(keys, TrustStore) else list(keys)
+
+    def check(cp: Checkpoint) -> None:
+        if isinstance(keys, TrustStore):
+            cp.verify_trusted(keys)  # names an approver's signature
+        else:
+            cp.verify(log_keys)
+
     try:
         head = Checkpoint.parse(head_raw)
-        head.verify(keys)
+        check(head)
     except LogError as exc:
         report.add(None, "bad_checkpoint", f"published checkpoint: {exc.message}")
         return report
@@ -1362,7 +1393,7 @@ def verify_log(
     if old_checkpoint is not None:
         try:
             old = Checkpoint.parse(old_checkpoint)
-            old.verify(keys)
+            check(old)
             if old.origin != head.origin:
                 raise _bad(f"it is a checkpoint of {old.origin!r}, not of {head.origin!r}")
         except LogError as exc:
@@ -1398,7 +1429,7 @@ def verify_log(
                 spans.append((i, rec.start + 5, len(rec.payload)))
                 tree.append_hash(rec.hash)
                 continue
-            problem = _check_record(rec, tree, head, keys, good, i)
+            problem = _check_record(rec, tree, head, log_keys, good, i)
             if problem is not None:
                 report.add(good, *problem)
                 break
@@ -1421,7 +1452,7 @@ def verify_log(
                        f"{head.size} entries")  # fmt: skip
     if n > head.size and good_note:
         try:
-            Checkpoint.parse(good_note).verify(keys)
+            check(Checkpoint.parse(good_note))
         except LogError as exc:
             report.add(head.size, "bad_checkpoint",
                        f"the newest checkpoint record ({n} entries): {exc.message}")  # fmt: skip

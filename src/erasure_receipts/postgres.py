@@ -140,6 +140,8 @@ class _PgAttesting(Attesting):
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
+            removed=request.removed,
+            tombstone_policy=self.tombstone_policy,
         )
 
     def _retryable(self, exc: ErasureIncompleteError) -> bool:
@@ -210,10 +212,18 @@ class AttestingPostgresSaver(
         lock_timeout_ms: int = 30_000,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._init_attesting(
-            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+            signer,
+            store,
+            archive,
+            namespaces_for,
+            clock,
+            residue_scan,
+            refuse_erased_reads,
+            tombstone_policy,
         )
         self._init_pg(vacuum, lock_timeout_ms)
 
@@ -354,10 +364,18 @@ class AsyncAttestingPostgresSaver(
         lock_timeout_ms: int = 30_000,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._init_attesting(
-            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+            signer,
+            store,
+            archive,
+            namespaces_for,
+            clock,
+            residue_scan,
+            refuse_erased_reads,
+            tombstone_policy,
         )
         self._init_pg(vacuum, lock_timeout_ms)
 

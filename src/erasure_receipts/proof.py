@@ -284,6 +284,38 @@ class ProvenRow:
     primary_key: tuple[Any, ...]
     index: int
     tree_size: int
+    unit: str | None = None
+    """For a subject receipt, the unit the row was proven into (``thread:<id>``)."""
+
+
+def _proof_tree(rec: LeafRecord, verified: VerifiedReceipt) -> tuple[int, str, str | None]:
+    """``(tree size, root, unit name)`` the record must prove into: the pre-state of a
+    thread or history receipt, or - for a subject receipt - the unit of the record's
+    thread (RECEIPT_SPEC.md 9.3: each unit's digest is the tree of that thread alone,
+    the tree ``export_leaves(thread_id)`` exports)."""
+    p = verified.statement["predicate"]
+    if p.get("kind") != "subject":
+        pre = p["pre_state"]
+        if rec.thread_id != verified.thread_id:
+            raise InclusionProofError(
+                f"the row was exported from thread {rec.thread_id!r}; the receipt erased "
+                f"{verified.thread_id!r}",
+                reason="wrong_thread",
+            )
+        return int(pre["leaves"]), str(pre["digest"]["sha256"]), None
+    name = f"thread:{rec.thread_id}"
+    unit = next((u for u in p["units"] if u["name"] == name), None)
+    if unit is None:
+        private = " (privacy mode: the receipt names its threads by commitments)" * (
+            "privacy" in p["scope"]
+        )
+        raise InclusionProofError(
+            f"the row was exported from thread {rec.thread_id!r}, which is not one of the "
+            f"{len(p['scope']['threads'])} threads subject receipt {verified.receipt_id} "
+            f"erased{private}",
+            reason="wrong_thread",
+        )
+    return int(unit["leaves"]), str(unit["digest"]["sha256"]), name
 
 
 def verify_leaf_record(
@@ -294,34 +326,29 @@ def verify_leaf_record(
     """Verify the receipt, then the row's inclusion in its pre-state digest.
 
     The tree size is the receipt's ``pre_state.leaves`` and the root its pre-state
-    digest (never the record's own claims). Raises a ``VerificationError``:
+    digest (never the record's own claims); for a subject receipt, the leaves and digest
+    of the unit of the record's thread. Raises a ``VerificationError``:
     the receipt's own reasons, or ``InclusionProofError`` (``malformed_record``,
     ``wrong_thread``, ``tree_mismatch``, ``not_included``).
     """
     rec = record if isinstance(record, LeafRecord) else LeafRecord.from_json(record)
     verified = verify_receipt(receipt, trusted_keys)
-    pre = verified.statement["predicate"]["pre_state"]
-    size, root = int(pre["leaves"]), str(pre["digest"]["sha256"])
-    if rec.thread_id != verified.thread_id:
-        raise InclusionProofError(
-            f"the row was exported from thread {rec.thread_id!r}; the receipt erased "
-            f"{verified.thread_id!r}",
-            reason="wrong_thread",
-        )
+    size, root, unit = _proof_tree(rec, verified)
+    where = f"unit {unit!r}" if unit else "pre-state"
     if (rec.tree_size, rec.root) != (size, root):
         raise InclusionProofError(
             f"the row was exported from a tree of {rec.tree_size} leaves (root "
-            f"{rec.root[:16]}...), the receipt's pre-state has {size} (root {root[:16]}...): "
+            f"{rec.root[:16]}...), the receipt's {where} has {size} (root {root[:16]}...): "
             "the scope changed between the export and the erasure",
             reason="tree_mismatch",
         )
     if not verify_inclusion(rec.index, size, rec.leaf_hash, rec.audit_path, bytes.fromhex(root)):
         raise InclusionProofError(
-            f"leaf {rec.index} with this audit path is not in the receipt's pre-state digest",
+            f"leaf {rec.index} with this audit path is not in the receipt's {where} digest",
             reason="not_included",
         )
     table, pk = primary_key_of(rec.leaf)
-    return ProvenRow(verified, table, pk, rec.index, size)
+    return ProvenRow(verified, table, pk, rec.index, size, unit)
 
 
 def leaf_records(

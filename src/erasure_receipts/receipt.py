@@ -237,7 +237,9 @@ _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
 _K_SCOPE_SUBJECT = frozenset(
     ("subject", "threads", "discovery", "checkpoint_namespaces", "store_namespaces", "tombstone")
 )
-_K_SCOPE_OPT = frozenset(("privacy",))
+_K_SCOPE_OPT = frozenset(("privacy", "tombstone_policy"))
+TOMBSTONE_POLICIES = ("new_conversations", "refuse_all")
+"""``scope.tombstone_policy``: what the tombstone refuses (RECEIPT_SPEC.md 9)."""
 _K_PRIVACY = frozenset(("mode", "key_id"))
 _K_DISCOVERY = frozenset(("metadata_key",))
 _K_KEPT = frozenset(("digest", "leaves", "tables", "checkpoints"))
@@ -290,6 +292,13 @@ def _scope(v: Any, kind: str) -> None:
         if pr["mode"] != "hmac-sha256":
             raise _fail("predicate.scope.privacy.mode", 'must be "hmac-sha256"')
         _str(pr["key_id"], "predicate.scope.privacy.key_id", is_hex64)
+    if "tombstone_policy" in sc:
+        if type(sc["tombstone_policy"]) is not str or sc["tombstone_policy"] not in (
+            TOMBSTONE_POLICIES
+        ):
+            raise _fail("predicate.scope.tombstone_policy", f"must be one of {TOMBSTONE_POLICIES}")
+        if sc.get("tombstone") is not True:
+            raise _fail("predicate.scope.tombstone_policy", "is only allowed with a tombstone")
 
 
 def _kind_members(p: dict[str, Any], kind: str) -> None:
@@ -575,7 +584,13 @@ def statement_is_valid(st: Any) -> bool:
     if type(v) is not str or v not in _STATUSES:
         return False
     sc = p["scope"]
-    if type(sc) is not dict or sc.keys() != _K_SCOPE or not _s(sc["thread_id"], MAX_THREAD_ID):
+    if type(sc) is not dict or not _s(sc.get("thread_id"), MAX_THREAD_ID):
+        return False
+    if sc.keys() != _K_SCOPE and not (
+        sc.keys() == _K_SCOPE | {"tombstone_policy"}
+        and sc["tombstone"] is True
+        and sc["tombstone_policy"] in TOMBSTONE_POLICIES
+    ):
         return False
     if sc["checkpoint_namespaces"] != "all" or type(sc["tombstone"]) is not bool:
         return False

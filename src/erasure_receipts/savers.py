@@ -124,6 +124,8 @@ class _SqliteAttesting(Attesting):
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
+            removed=request.removed,
+            tombstone_policy=self.tombstone_policy,
         )
 
     def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:
@@ -208,10 +210,18 @@ class AttestingSqliteSaver(
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, serde=serde)
         self._init_attesting(
-            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+            signer,
+            store,
+            archive,
+            namespaces_for,
+            clock,
+            residue_scan,
+            refuse_erased_reads,
+            tombstone_policy,
         )
 
     @classmethod
@@ -228,6 +238,7 @@ class AttestingSqliteSaver(
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -235,7 +246,7 @@ class AttestingSqliteSaver(
             yield cls(
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
-                refuse_erased_reads=refuse_erased_reads,
+                refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -356,10 +367,18 @@ class AsyncAttestingSqliteSaver(
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, serde=serde)
         self._init_attesting(
-            signer, store, archive, namespaces_for, clock, residue_scan, refuse_erased_reads
+            signer,
+            store,
+            archive,
+            namespaces_for,
+            clock,
+            residue_scan,
+            refuse_erased_reads,
+            tombstone_policy,
         )
         self._tombstones_ready = False
 
@@ -377,13 +396,14 @@ class AsyncAttestingSqliteSaver(
         clock: Callable[[], datetime] | None = None,
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
             yield cls(
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
-                refuse_erased_reads=refuse_erased_reads,
+                refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -38,6 +38,7 @@ __all__ = [
     "TrustStore",
     "TrustedKey",
     "VerifiedReceipt",
+    "check_residue",
     "check_semantics",
     "read_input",
     "verify_receipt",
@@ -70,10 +71,13 @@ REASONS: tuple[tuple[str, int, str], ...] = (
     ("out_of_scope_missing", 1, "a required out_of_scope id is missing"),
     ("units_mismatch", 1, "a subject receipt's units do not add up to its pre-state"),
     ("needles_remain", 1, "status erased but a needle still occurs"),
+    ("scope_mismatch", 1, "tables, methods and backend do not match the scope"),
+    ("residue_missing", 1, "a residue disclosure the backend must make is missing"),
     ("authorization_mismatch", 1, "the authorization names another request or scope"),
     ("authorization_expired", 1, "the erasure began after the authorization's not_after"),
     ("authorization_untrusted", 1, "the authorization is not signed by a trusted approver"),
     ("authorization_bad_signature", 1, "an approver's signature does not verify"),
+    ("authorization_missing", 1, "an authorization was required but the receipt has none"),
     ("not_in_log", 1, "verified, but not in the --log receipt log"),
     ("internal_error", 1, "a bug in the verifier"),
 )
@@ -251,6 +255,15 @@ class TrustStore:
     def signers(self) -> list[TrustedKey]:
         """The entries trusted to sign receipts (role ``signer``)."""
         return [tk for tk in self._all if tk.role == "signer"]
+
+    def log_keys(self) -> list[PublicKey]:
+        """The keys trusted to sign receipt-log checkpoints (RECEIPT_SPEC.md 10.2): the
+        receipt signers. An approver's key never signs a log: it approves erasures."""
+        seen: dict[str, PublicKey] = {}
+        for tk in self._all:
+            if tk.role == "signer":
+                seen.setdefault(tk.key.key_id, tk.key)
+        return list(seen.values())
 
     def approvers(self, keyid: str) -> list[TrustedKey]:
         """Every approver entry with this key id (role ``approver``); empty if none."""
@@ -439,6 +452,133 @@ def check_semantics(statement: dict[str, Any]) -> None:
     missing = REQUIRED_OUT_OF_SCOPE - {o["id"] for o in p["out_of_scope"]}
     if missing:
         raise bad(f"out_of_scope lacks {', '.join(sorted(missing))}", "out_of_scope_missing")
+    # Rules added after the ones above (RECEIPT_SPEC.md 6.1): checked last, so a receipt
+    # that broke an earlier rule keeps its reason.
+    _check_counts(p, bad)
+    _check_tables_and_methods(p, bad)
+    if kind == "history":
+        if scope["tombstone"]:
+            raise bad("a history receipt's thread lives on: scope.tombstone must be false")
+        if needles is not None and needles["searched"] != "thread":
+            raise bad('a history receipt\'s needles are searched in the thread ("thread")')
+
+
+TABLES = {
+    "sqlite": frozenset(("checkpoints", "writes", "store", "store_vectors")),
+    "postgres": frozenset(
+        ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "store", "store_vectors")
+    ),
+}
+"""The tables a receipt of each backend kind may list (RECEIPT_SPEC.md 4.2, 4.8)."""
+STORE_TABLES = frozenset(("store", "store_vectors"))
+"""Tables of the ``store`` method group; every other table is the ``checkpoints`` group."""
+METHODS = frozenset(("atomic-transaction", "sweep"))
+
+
+def _check_counts(p: dict[str, Any], bad: Any) -> None:
+    """Every measured row holds at least its thread id or store prefix (1-byte minimum,
+    RECEIPT_SPEC.md 4.5), so a table's bytes are 0 exactly when its rows are, and never
+    fewer than its rows."""
+    states = [("pre_state", p["pre_state"]), ("post_state", p["post_state"])]
+    if "kept_state" in p:
+        states.append(("kept_state", p["kept_state"]))
+    states += [(f"unit {u['name']!r}", u) for u in p.get("units") or ()]
+    for label, s in states:
+        for name, t in s["tables"].items():
+            if t["bytes"] < t["rows"] or (t["rows"] == 0) != (t["bytes"] == 0):
+                raise bad(
+                    f"{label} table {name!r}: {t['rows']} row(s) but {t['bytes']} byte(s) "
+                    "(every row stores at least one byte, and no row stores none)"
+                )
+
+
+def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
+    """The listed tables, the method groups, the store and the store namespaces name
+    the same scope (RECEIPT_SPEC.md 3, 4.2, 5): store rows only with store namespaces,
+    a store and a store method, and no table the backend does not have."""
+
+    def mismatch(msg: str) -> ReceiptSemanticsError:
+        return ReceiptSemanticsError(msg, reason="scope_mismatch")
+
+    tables = set(p["pre_state"]["tables"])
+    for extra in [p.get("kept_state"), *(p.get("units") or ())]:
+        if extra is not None:
+            tables |= set(extra["tables"])
+    methods, namespaces = p["methods"], p["scope"]["store_namespaces"]
+    known = TABLES.get(p["backend"]["kind"])
+    if known is not None and not tables <= known:
+        unknown = ", ".join(sorted(tables - known))
+        raise mismatch(f"a {p['backend']['kind']} receipt lists unknown table(s) {unknown}")
+    store_tables = tables & STORE_TABLES
+    if store_tables and not namespaces:
+        raise mismatch(f"store table(s) {', '.join(sorted(store_tables))} without store namespaces")
+    if store_tables and "store" not in methods:
+        raise mismatch("store table(s) listed without methods.store")
+    if "store" in methods and not namespaces:
+        raise mismatch("methods.store without store namespaces")
+    if namespaces and p["backend"]["store"] is None:
+        raise mismatch("store namespaces erased, but backend.store is null")
+    if "kind" not in p:
+        return  # issued before kinds: its methods and tables followed an earlier layout
+    if (
+        set(methods) - {"checkpoints", "store"}
+        or methods.get("checkpoints") != "atomic-transaction"
+    ):
+        raise mismatch(
+            'methods must be {"checkpoints": "atomic-transaction"} plus, with store '
+            f"namespaces, methods.store; got {dict(sorted(methods.items()))}"
+        )
+    # A store table the database does not have is left out (4.2), and with it the
+    # method; a measured store table needs its method, "atomic-transaction" or "sweep".
+    if "store" in methods and (not store_tables or methods["store"] not in METHODS):
+        raise mismatch(
+            'methods.store ("atomic-transaction" or "sweep") goes with the store tables it '
+            f"deleted from; got {methods['store']!r} with tables {sorted(store_tables)}"
+        )
+    if methods.get("store") == "sweep" and "store_vectors" in tables:
+        raise mismatch("a swept store is measured as one table, store; not store_vectors")
+
+
+def check_residue(predicate: dict[str, Any]) -> None:
+    """The residue disclosures a backend must make (RECEIPT_SPEC.md 3, 4.8, 6.1);
+    raises ``ReceiptSemanticsError`` "residue_missing".
+
+    Not part of :func:`check_semantics`: the engine checks a statement before the
+    residue steps have run."""
+    p = predicate
+    actions = [r["action"] for r in p["residue"]]
+    backend = p["backend"]["kind"]
+
+    def missing(msg: str) -> ReceiptSemanticsError:
+        return ReceiptSemanticsError(msg, reason="residue_missing")
+
+    if backend in TABLES and not actions:
+        raise missing(f"a {backend} receipt must record its residue actions; it has none")
+    if "kind" not in p:
+        return  # receipts issued before kinds predate some of these disclosures
+
+    def one_of(*names: str) -> bool:
+        return sum(actions.count(n) for n in names) == 1
+
+    if backend == "sqlite" and any(a.startswith("sqlite.") for a in actions):
+        if not one_of("sqlite.live_page_free_space", "residue_scan"):
+            raise missing(
+                "a SQLite receipt must carry exactly one of sqlite.live_page_free_space and "
+                "residue_scan (what is claimed about the free space of live pages)"
+            )
+        if any(a.startswith("sqlite.") and a.endswith(".store") for a in actions) and not one_of(
+            "sqlite.live_page_free_space.store", "residue_scan.store"
+        ):
+            raise missing(
+                "a store in another SQLite file needs exactly one of "
+                "sqlite.live_page_free_space.store and residue_scan.store"
+            )
+    if backend == "postgres" and not (one_of("postgres.vacuum") and one_of("postgres.wal")):
+        raise missing("a PostgreSQL receipt must carry postgres.vacuum and postgres.wal once each")
+    if p["methods"].get("store") == "sweep" and not any(
+        a == "store.scrub" or a.endswith(".store") for a in actions
+    ):
+        raise missing("a swept store's residue (store.scrub or the .store actions) is missing")
 
 
 def scope_id(predicate: dict[str, Any]) -> str:
@@ -581,6 +721,8 @@ def _load(data: Any) -> Receipt:
 def verify_receipt(
     data: bytes | bytearray | memoryview | os.PathLike[str] | os.PathLike[bytes] | Receipt,
     trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey],
+    *,
+    require_authorization: bool = False,
 ) -> VerifiedReceipt:
     """Verify a receipt file or DSSE envelope against the caller's trusted keys.
 
@@ -588,7 +730,9 @@ def verify_receipt(
     1 MiB limit) or a ``Receipt`` (only its signed ``payload`` counts). A ``str`` is
     refused with ``TypeError``: it could be JSON text or a file name. Returns only facts
     bound by a verified signature, or raises a ``VerificationError`` (``InputError`` for
-    an unreadable path).
+    an unreadable path). With ``require_authorization``, a receipt without an
+    authorization signed by a trusted approver (four eyes, RECEIPT_SPEC.md 9.6) is
+    refused too (``ReceiptSemanticsError`` "authorization_missing").
     """
     trust = trusted_keys if isinstance(trusted_keys, TrustStore) else TrustStore(trusted_keys)
     receipt = _load(data)
@@ -632,12 +776,20 @@ def verify_receipt(
         raise UntrustedKeyError(f"no signature by a trusted key (signed by {ids})")
     check_semantics(receipt.statement)
     p = receipt.predicate
+    check_residue(p)
     request = approver = None
     if "request" in p:  # section 9.6: only receipts with a request import this
         from .request import seconds_between, verify_request
 
         approver = verify_request(p, trust)
         request = dict(p["request"])
+    if require_authorization and approver is None:
+        raise ReceiptSemanticsError(
+            "no authorization: an erasure approved by a trusted approver (four eyes) is "
+            "required, and this receipt carries "
+            + ("a request but no authorization" if request else "no request or authorization"),
+            reason="authorization_missing",
+        )
     return VerifiedReceipt(
         receipt_id=p["receipt_id"],
         thread_id=scope_id(p),

@@ -672,6 +672,191 @@ def _kind_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     }  # fmt: skip
 
 
+# -- the statement rules of RECEIPT_SPEC.md 6.1 ------------------------------------------
+
+THREAD_KIND_ID = "3a9d6e2f-8b1c-4d0e-9f2a-5b6c7d8e9f01"
+SQLITE_RESIDUE = [
+    {"action": "sqlite.secure_delete", "status": "applied",
+     "detail": {"value": 1, "scope": "this connection"}},
+    {"action": "sqlite.wal_checkpoint", "status": "applied",
+     "detail": {"mode": "TRUNCATE", "busy": 0, "log_frames": 12, "checkpointed_frames": 12,
+                "wal_bytes_after": 0, "reader_wait_ms": 0}},
+    {"action": "sqlite.live_page_free_space", "status": "skipped",
+     "detail": {"reason": "not scanned: enable residue_scan to check and remove copies"}},
+]  # fmt: skip
+"""The residue the SQLite savers record for a thread without the residue scan."""
+
+
+def thread_kind_statement(**over: Any) -> dict[str, Any]:
+    """A ``kind: "thread"`` receipt as the SQLite saver issues it today: its own tables
+    and methods, store rows erased in the same transaction, the full residue."""
+    fields: dict[str, Any] = {
+        **statement_kwargs(),
+        "receipt_id": THREAD_KIND_ID,
+        "kind": "thread",
+        "pre_tables": {
+            "checkpoints": {"rows": 3, "bytes": 300},
+            "store": {"rows": 0, "bytes": 0},
+            "writes": {"rows": 2, "bytes": 80},
+        },
+        "post_tables": {t: {"rows": 0, "bytes": 0} for t in ("checkpoints", "store", "writes")},
+        "methods": {"checkpoints": "atomic-transaction", "store": "atomic-transaction"},
+        "checks": [
+            _check("raw_rows_zero_in_transaction"),
+            _check("raw_rows_zero_after_commit", "post-state digest re-measured"),
+            _check("api_get_tuple_none"),
+            _check("api_list_empty"),
+            _check("api_store_search_empty"),
+        ],
+        "residue": copy.deepcopy(SQLITE_RESIDUE),
+    }
+    fields.update(over)
+    return build_statement(**fields)
+
+
+def _store_rows(st: dict[str, Any], namespaces: list[list[str]], method: str | None) -> None:
+    """A kindless statement with one store row measured (and erased) under ``method``."""
+    p = st["predicate"]
+    p["scope"]["store_namespaces"] = namespaces
+    p["pre_state"]["tables"]["store"] = {"rows": 1, "bytes": 50}
+    p["pre_state"]["leaves"] = 6
+    p["post_state"]["tables"]["store"] = {"rows": 0, "bytes": 0}
+    if method is not None:
+        p["methods"]["store"] = method
+
+
+def _residue(*actions: str, store_sweep: bool = False) -> Callable[[], bytes]:
+    """A kind thread receipt whose residue holds ``actions`` (SQLITE_RESIDUE details)."""
+    detail = {r["action"]: r for r in SQLITE_RESIDUE}
+
+    def make() -> bytes:
+        rows = [copy.deepcopy(detail.get(a) or {"action": a, "status": "skipped",
+                "detail": {"reason": "-"}}) for a in actions]  # fmt: skip
+        over: dict[str, Any] = {"residue": rows}
+        if store_sweep:
+            over["methods"] = {"checkpoints": "atomic-transaction", "store": "sweep"}
+            over["backend"] = {**statement_kwargs()["backend"], "store": "SqliteStore"}
+        return _signed(thread_kind_statement(**over))
+
+    return make
+
+
+def _postgres_without_vacuum() -> bytes:
+    pg_tables = ("checkpoint_blobs", "checkpoint_writes", "checkpoints")
+    pre = {"checkpoint_blobs": {"rows": 1, "bytes": 60}, "checkpoint_writes": {"rows": 1,
+           "bytes": 80}, "checkpoints": {"rows": 3, "bytes": 300}}  # fmt: skip
+    st = thread_kind_statement(
+        store_namespaces=[], pre_tables=pre,
+        post_tables={t: {"rows": 0, "bytes": 0} for t in pg_tables},
+        methods={"checkpoints": "atomic-transaction"},
+        backend={**statement_kwargs()["backend"], "kind": "postgres",
+                 "saver": "AttestingPostgresSaver", "store": None, "database": "app"},
+        residue=[{"action": "postgres.wal", "status": "skipped", "detail": {"reason": "-"}}],
+    )  # fmt: skip
+    return _signed(st)
+
+
+def _kindless(mutate: Callable[[dict[str, Any]], Any]) -> Callable[[], bytes]:
+    return lambda: _resigned(lambda st: mutate(st))
+
+
+def _schema_rule(build_st: Callable[[], dict[str, Any]], mutate: Callable[[dict[str, Any]], Any]):
+    """A statement that breaks a schema rule, validly signed (``Receipt.sign`` refuses it)."""
+
+    def make() -> bytes:
+        st = build_st()
+        mutate(st["predicate"])
+        return _sign_raw(st)
+
+    return make
+
+
+def _rule_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    """One validly signed violation of each statement rule of RECEIPT_SPEC.md 6.1 that
+    no older case exercised."""
+    H, S, T = history_statement, subject_statement, thread_kind_statement
+    pre = lambda st: st["predicate"]["pre_state"]  # noqa: E731
+    return {
+        "rule_rows_without_bytes": (_kindless(lambda st: pre(st)["tables"]["checkpoints"]
+            .update(bytes=0)), 1, "inconsistent",
+            "pre-state lists 3 checkpoint rows of 0 bytes"),
+        "rule_bytes_fewer_than_rows": (_kindless(lambda st: pre(st)["tables"]["writes"]
+            .update(bytes=1)), 1, "inconsistent",
+            "pre-state lists 2 write rows in 1 byte"),
+        "rule_bytes_without_rows": (_kindless(lambda st: (pre(st)["tables"]["writes"]
+            .update(rows=0), pre(st).update(leaves=3))), 1, "inconsistent",
+            "pre-state lists 0 write rows of 80 bytes"),
+        "rule_kept_rows_without_bytes": (_kind_resigned(H, lambda p: p["kept_state"]
+            ["tables"]["writes"].update(bytes=0)), 1, "inconsistent",
+            "history receipt: a kept write row of 0 bytes"),
+        "rule_store_table_without_namespaces": (_kindless(lambda st: _store_rows(st, [],
+            "atomic-transaction")), 1, "scope_mismatch",
+            "store rows measured and erased, but no store namespace in the scope"),
+        "rule_store_table_without_method": (_kindless(lambda st: _store_rows(st,
+            [["users", "u1"]], None)), 1, "scope_mismatch",
+            "store rows measured under a store namespace, but no methods.store"),
+        "rule_store_method_without_namespaces": (_kindless(lambda st: (st["predicate"]
+            ["scope"].update(store_namespaces=[]), st["predicate"]["methods"]
+            .update(store="sweep"))), 1, "scope_mismatch",
+            "methods.store without any store namespace"),
+        "rule_namespaces_without_store": (_kindless(lambda st: st["predicate"]["backend"]
+            .update(store=None)), 1, "scope_mismatch",
+            "store namespaces erased, but backend.store is null"),
+        "rule_unknown_table": (_kindless(lambda st: [s["tables"].update(checkpoint_blobs={
+            "rows": 0, "bytes": 0}) for s in (pre(st), st["predicate"]["post_state"])]), 1,
+            "scope_mismatch", "a sqlite receipt lists PostgreSQL's checkpoint_blobs table"),
+        "rule_kind_store_method_without_table": (lambda: _signed(T(
+            pre_tables=statement_kwargs()["pre_tables"],
+            post_tables=statement_kwargs()["post_tables"])), 1, "scope_mismatch",
+            "kind thread receipt with methods.store but no store table measured"),
+        "rule_kind_unknown_method": (lambda: _signed(T(methods={"checkpoints": "delete",
+            "store": "atomic-transaction"})), 1, "scope_mismatch",
+            "kind thread receipt whose checkpoints method is not atomic-transaction"),
+        "rule_kind_swept_store_vectors": (lambda: _signed(T(
+            pre_tables={**T()["predicate"]["pre_state"]["tables"],
+                        "store_vectors": {"rows": 0, "bytes": 0}},
+            post_tables={**T()["predicate"]["post_state"]["tables"],
+                         "store_vectors": {"rows": 0, "bytes": 0}},
+            methods={"checkpoints": "atomic-transaction", "store": "sweep"})), 1,
+            "scope_mismatch", "kind thread receipt: a swept store listed with store_vectors"),
+        "rule_history_tombstone": (_kind_resigned(H, lambda p: p["scope"]
+            .update(tombstone=True)), 1, "inconsistent",
+            "history receipt whose scope claims a tombstone (the thread lives on)"),
+        "rule_history_needles_database": (_kind_resigned(H, lambda p: p["needles"]
+            .update(searched="database")), 1, "inconsistent",
+            "history receipt whose needles claim a database-wide search"),
+        "rule_sqlite_residue_empty": (_kindless(lambda st: st["predicate"]
+            .update(residue=[])), 1, "residue_missing",
+            "SQLite receipt with residue [] (no residue action recorded)"),
+        "rule_sqlite_free_space_missing": (_residue("sqlite.secure_delete",
+            "sqlite.wal_checkpoint"), 1, "residue_missing",
+            "kind thread SQLite receipt without the live-page free-space disclosure"),
+        "rule_sqlite_free_space_twice": (_residue("sqlite.secure_delete",
+            "sqlite.wal_checkpoint", "sqlite.live_page_free_space", "residue_scan"), 1,
+            "residue_missing",
+            "kind thread SQLite receipt with both sqlite.live_page_free_space and residue_scan"),
+        "rule_sqlite_store_file_free_space_missing": (_residue("sqlite.secure_delete",
+            "sqlite.wal_checkpoint", "sqlite.live_page_free_space",
+            "sqlite.secure_delete.store", "sqlite.wal_checkpoint.store", store_sweep=True), 1,
+            "residue_missing",
+            "store in another SQLite file scrubbed, but its free space not disclosed"),
+        "rule_swept_store_residue_missing": (_residue("sqlite.secure_delete",
+            "sqlite.wal_checkpoint", "sqlite.live_page_free_space", store_sweep=True), 1,
+            "residue_missing", "swept store without store.scrub or .store residue"),
+        "rule_postgres_vacuum_missing": (_postgres_without_vacuum, 1, "residue_missing",
+            "PostgreSQL receipt without postgres.vacuum (dead tuples not disclosed)"),
+        "rule_history_keep_all": (_schema_rule(H, lambda p: p["scope"].update(keep="all")),
+            1, "schema", 'history receipt with keep "all"'),
+        "rule_subject_no_threads": (_schema_rule(S, lambda p: p["scope"].update(
+            threads=[])), 1, "schema", "subject receipt whose scope names no thread"),
+        "rule_checkpoint_namespaces_one": (_schema_rule(T, lambda p: p["scope"].update(
+            checkpoint_namespaces=[""])), 1, "schema",
+            'checkpoint_namespaces is not "all"'),
+        "rule_merkle_algorithm": (_schema_rule(T, lambda p: p["merkle"].update(
+            algorithm="sha1-merkle")), 1, "schema", "unknown Merkle algorithm"),
+    }  # fmt: skip
+
+
 def _private_subject() -> dict[str, Any]:
     return subject_statement(PRIVATE_SUBJECT_ID, privacy=True)
 
@@ -897,6 +1082,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "file naming the approver)"),
     }  # fmt: skip
     cases.update(_kind_bad_cases())
+    cases.update(_rule_bad_cases())
     return cases
 
 
@@ -910,6 +1096,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         ),
         # Receipt kinds (section 9): each makes its own claim.
         "history.json": lambda: _signed(history_statement()),
+        "thread.json": lambda: _signed(thread_kind_statement()),
         "subject.json": lambda: _signed(subject_statement()),
         "subject-privacy.json": lambda: _signed(_private_subject()),
         "subject-with-request.json": lambda: _signed(

@@ -40,8 +40,8 @@ from psycopg.rows import tuple_row
 
 from .. import lease
 from ..digest import RowLeafHasher
-from ..engine import LeafSink, Part, TableCount
-from .keep_latest import DeltaChannelError, Head, KeepLatest, plan
+from ..engine import LeafSink, Part, TableCount, fresh_after
+from .keep_latest import DeltaChannelError, Head, KeepLatest, Removed, plan
 
 __all__ = [
     "ADVISORY_CLASS",
@@ -86,12 +86,13 @@ TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 ADVISORY_CLASS = 1162039635
 """First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
 ``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
-SCHEMA_VERSION = "erasure_receipts schema 2"
+SCHEMA_VERSION = "erasure_receipts schema 3"
 """Stored as the trigger function's comment; ``setup()`` upgrades an older version."""
-ENFORCING_VERSIONS = ("erasure_receipts schema 1", SCHEMA_VERSION)
+ENFORCING_VERSIONS = ("erasure_receipts schema 1", "erasure_receipts schema 2", SCHEMA_VERSION)
 """Versions whose triggers refuse erased threads: the erasure API uses any of them
 without installing anything (version 1 is the same check, slower and with names
-resolved through the writer's ``search_path``)."""
+resolved through the writer's ``search_path``; versions before 3 refuse every write,
+whatever the tombstone's policy: their receipts say ``refuse_all``)."""
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 FETCH_ROWS = 500
@@ -121,6 +122,10 @@ SCHEMA_SQL: tuple[str, ...] = (
     """CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (issued_at)
     WHERE receipt_sha256 IS NULL""",
     "CREATE INDEX IF NOT EXISTS erasure_journal_thread ON erasure_journal (thread_id)",
+    # A tombstone's policy (NULL: written by an older version, refuses every write); in
+    # the tombstone row, so a worker granted SELECT on erasure_tombstones reads it too.
+    "ALTER TABLE erasure_tombstones ADD COLUMN IF NOT EXISTS policy text, "
+    "ADD COLUMN IF NOT EXISTS fresh_after text",
 )
 """Tables and indexes (``IF NOT EXISTS``), created in ``current_schema()``."""
 
@@ -128,6 +133,9 @@ TRIGGER_FUNCTION_SQL = f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_er
 RETURNS trigger LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     locked pg_catalog.text;
+    bound pg_catalog.text;
+    root pg_catalog.text;
+    receipt pg_catalog.text;
 BEGIN
     -- The shared lock first, then the look-up in a new snapshot (the function is
     -- VOLATILE: under READ COMMITTED each statement sees what committed before it), so
@@ -137,13 +145,40 @@ BEGIN
         {ADVISORY_CLASS}, pg_catalog.hashtext(NEW.thread_id))::pg_catalog.text;
     PERFORM FROM {{schema}}.erasure_tombstones t
         WHERE t.thread_id OPERATOR(pg_catalog.=) NEW.thread_id;
-    IF FOUND THEN
-        RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
-            USING ERRCODE = 'P0001',
-                  DETAIL = pg_catalog.format('thread_id %s', NEW.thread_id),
-                  HINT = 'reopen_thread() allows the thread id to be written again';
+    IF NOT FOUND THEN
+        RETURN NEW;
     END IF;
-    RETURN NEW;
+    SELECT t.receipt_id, CASE WHEN t.policy OPERATOR(pg_catalog.=) 'new_conversations'
+        THEN t.fresh_after END INTO receipt, bound FROM {{schema}}.erasure_tombstones t
+        WHERE t.thread_id OPERATOR(pg_catalog.=) NEW.thread_id;
+    -- "new_conversations": a new conversation (LangGraph's uuid6 ids) may start under
+    -- the id; whatever continues the erased one (an id, parent or subgraph root not
+    -- after the bound) is refused. Blobs are saved in the transaction of their
+    -- checkpoint, which decides.
+    IF bound IS NOT NULL THEN
+        IF TG_TABLE_NAME OPERATOR(pg_catalog.=) 'checkpoint_blobs' THEN
+            RETURN NEW;
+        END IF;
+        IF (NEW.checkpoint_id COLLATE "C") OPERATOR(pg_catalog.>) bound
+           AND pg_catalog.length(NEW.checkpoint_id) OPERATOR(pg_catalog.=) 36
+           AND pg_catalog.substr(NEW.checkpoint_id, 15, 1) OPERATOR(pg_catalog.=) '6' THEN
+            IF TG_TABLE_NAME OPERATOR(pg_catalog.<>) 'checkpoints' THEN
+                RETURN NEW;
+            END IF;
+            root := NEW.metadata OPERATOR(pg_catalog.->) 'parents'
+                OPERATOR(pg_catalog.->>) '';
+            IF (NEW.parent_checkpoint_id IS NULL
+                OR (NEW.parent_checkpoint_id COLLATE "C") OPERATOR(pg_catalog.>) bound)
+               AND (root IS NULL OR (root COLLATE "C") OPERATOR(pg_catalog.>) bound) THEN
+                RETURN NEW;
+            END IF;
+        END IF;
+    END IF;
+    -- The server log keeps this message: it names the erasure's receipt, never the id.
+    RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
+        USING ERRCODE = 'P0001',
+              DETAIL = pg_catalog.format('erased by receipt %s', receipt),
+              HINT = 'reopen_thread() allows the thread id to be written again';
 END
 $fn$"""
 """The trigger function (``{schema}``: where ``erasure_tombstones`` is). Every name is
@@ -763,6 +798,8 @@ class PostgresBackend:
         threads: Sequence[str] | None = None,
         keep: str = "none",
         kept: Sequence[Sequence[str]] = (),
+        removed: Removed | None = None,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
@@ -770,6 +807,12 @@ class PostgresBackend:
         # unless given (recovery); see backends/keep_latest.py.
         self.keep = keep
         self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        # What the transaction deleted (given: recovery); from the commit on, the rule.
+        self._removed = removed
+        self._deleted: dict[str, list[tuple[str, ...]]] = {}
+        self._policy = tombstone_policy
+        self._enforced: str | None = None
+        self._newest: dict[str, str] = {}
         self._writing = False
         self.session = session
         self.thread_id = thread_id
@@ -822,7 +865,10 @@ class PostgresBackend:
                     if isinstance(p, PgTablePart) and p.group == "checkpoints"]  # fmt: skip
             self._parts = [
                 PlannedPgPart(session, p.table, p.group, "", (), p.shape, role=role,
-                              resolve=self._planned_where(p.table, role == "kept"))
+                              resolve=self._planned_where(p.table, role == "kept"),
+                              record=self._deleted.setdefault(p.table, []).extend
+                              if role == "removed" and p.table != "checkpoint_writes"
+                              else None)
                 for p in rows
                 for role in ("removed", "kept")
             ] + [p for p in self._parts if p not in rows]  # fmt: skip
@@ -868,6 +914,8 @@ class PostgresBackend:
                 s.execute(f"LOCK TABLE {names} IN SHARE ROW EXCLUSIVE MODE")
             for t in sorted(set(self.threads)):  # one order for every erasure: no deadlock
                 s.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, t))
+            if self.keep == "none":  # may tombstone: the newest id it will have erased
+                self._newest = newest_ids(s, self.threads)
             self._writing = True
             try:
                 yield
@@ -878,6 +926,11 @@ class PostgresBackend:
                     self.erasure_xids.append(int(xid))
             finally:
                 self._writing = False
+        if self.keep == "latest" and self._removed is None:  # committed
+            self._removed = self.removed_keys()
+            for p in self._parts:
+                if isinstance(p, PlannedPgPart) and p.role == "removed":
+                    p.where, p.params = self._late_where(p.table)
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -899,14 +952,48 @@ class PostgresBackend:
         )
         return str(rows[0][0]) if rows else None
 
+    @property
+    def tombstone_policy(self) -> str:
+        """What a tombstone of this erasure enforces: the saver's policy where the
+        installed triggers know policies (schema 3), else ``refuse_all``."""
+        if self._enforced is None:
+            self._enforced = self._policy if self._schema_current() else "refuse_all"
+        return self._enforced
+
+    def _schema_current(self) -> bool:
+        return installed_version(self.session) == SCHEMA_VERSION
+
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
         """Tombstone every thread of the scope (the triggers then refuse their writes); an
-        existing tombstone is kept."""
+        existing tombstone is kept. Its policy row is (re)written: a later erasure of a
+        new conversation moves ``fresh_after`` past what it erased."""
+        current = self._schema_current()  # else no policy columns: every write refused
         for t in self.threads:
+            if not current:
+                self.session.execute(
+                    "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
+                    "VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
+                    (t, receipt_id, erased_at),
+                )
+                continue
+            bound = fresh_after(erased_at, self._newest.get(t))
+            inserted = self.session.query(
+                "INSERT INTO erasure_tombstones "
+                "(thread_id, receipt_id, erased_at, policy, fresh_after) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (thread_id) DO NOTHING "
+                "RETURNING 1",
+                (t, receipt_id, erased_at, self._policy, bound),
+            )
+            if inserted:
+                continue
+            # An existing tombstone keeps its receipt; its bound moves past this erasure.
+            # A separate UPDATE (not ON CONFLICT DO UPDATE, which needs UPDATE even when
+            # nothing conflicts), so a worker role granted SELECT, INSERT on the table
+            # can still tombstone a thread for the first time.
             self.session.execute(
-                "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
-                "VALUES (%s, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
-                (t, receipt_id, erased_at),
+                "UPDATE erasure_tombstones SET policy = %s, "
+                'fresh_after = GREATEST(fresh_after COLLATE "C", %s) WHERE thread_id = %s',
+                (self._policy, bound, t),
             )
 
     def find_needles(
@@ -924,6 +1011,8 @@ class PostgresBackend:
 
     def _planned_where(self, table: str, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
         def resolve() -> tuple[str, list[Any]]:
+            if self._removed is not None and not kept:
+                return self._late_where(table)
             k = self._resolve_plan()
             if table == "checkpoint_blobs":
                 cond, params = k.blobs_where(self.thread_id)
@@ -938,9 +1027,41 @@ class PostgresBackend:
             self._plan = plan_keep_latest(self.session, self.thread_id, write=self._writing)
         return self._plan
 
+    def _late_where(self, table: str) -> tuple[str, list[Any]]:
+        """After the commit: the rows of the checkpoints (and the blobs) the transaction
+        deleted - a checkpoint saved since, whatever its id, is not one of them."""
+        assert self._removed is not None
+        clauses: list[str] = []
+        params: list[Any] = [self.thread_id]
+        for ns, keys in self._removed.by_ns(table).items():
+            if table == "checkpoint_blobs":
+                # ... unless a checkpoint saved since references the key again: its data.
+                clauses.append("(checkpoint_ns = %s AND (channel, version) IN "
+                               "(SELECT * FROM unnest(%s::text[], %s::text[])) AND NOT EXISTS "
+                               "(SELECT 1 FROM checkpoints c WHERE c.thread_id = "
+                               "checkpoint_blobs.thread_id AND c.checkpoint_ns = "
+                               "checkpoint_blobs.checkpoint_ns AND c.checkpoint -> "
+                               "'channel_versions' ->> checkpoint_blobs.channel = "
+                               "checkpoint_blobs.version))")  # fmt: skip
+                params += [ns, [c for c, _ in keys], [v for _, v in keys]]
+            else:
+                clauses.append("(checkpoint_ns = %s AND checkpoint_id = ANY(%s::text[]))")
+                params += [ns, [i for (i,) in keys]]
+        return f"thread_id = %s AND ({' OR '.join(clauses) or '1 = 0'})", params
+
     def kept_checkpoints(self) -> list[tuple[str, str]]:
         """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
         return list(self._resolve_plan().kept)
+
+    def removed_keys(self) -> Removed:
+        """``keep="latest"``: the checkpoints and blobs the transaction deletes (once
+        finished)."""
+        if self._removed is not None:
+            return self._removed
+        return Removed(
+            frozenset((a, b) for a, b in self._deleted.get("checkpoints", ())),
+            frozenset((a, b, c) for a, b, c in self._deleted.get("checkpoint_blobs", ())),
+        )
 
     def write_journal(
         self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
@@ -1334,6 +1455,9 @@ class PlannedPgPart(PgTablePart):
     after the advisory lock."""
 
     resolve: Callable[[], tuple[str, list[Any]]] | None = None
+    record: Callable[[list[tuple[str, ...]]], None] | None = None
+    """``checkpoints`` and ``checkpoint_blobs``, removed: receives the keys each
+    ``finish`` deletes."""
 
     def _ready(self) -> None:
         if self.resolve is not None:
@@ -1350,8 +1474,16 @@ class PlannedPgPart(PgTablePart):
         return super().leaves()
 
     def finish(self) -> None:
-        """Plan first (if not yet), then :meth:`PgTablePart.finish`."""
+        """Plan first (if not yet), record the keys deleted, then
+        :meth:`PgTablePart.finish`."""
         self._ready()
+        if self.record is not None:
+            cols = "checkpoint_id" if self.table == "checkpoints" else "channel, version"
+            rows = self.session.query(
+                f'SELECT checkpoint_ns, {cols} FROM "{self.table}" WHERE {self.where}',
+                self.params,
+            )
+            self.record([tuple(str(v) for v in r) for r in rows])
         super().finish()
 
     def remaining(self) -> int:
@@ -1384,6 +1516,22 @@ def plan_keep_latest(session: Session, thread_id: str, *, write: bool) -> KeepLa
         for ns, ids in k.by_ns.items():
             session.execute(PRUNE_PARENTS_SQL, (thread_id, ns, list(ids), list(ids)))
     return k
+
+
+def newest_ids(session: Session, threads: Sequence[str]) -> dict[str, str]:
+    """Per thread, the highest checkpoint id (code-point order) of its checkpoints and
+    writes, if any."""
+    out: dict[str, str] = {}
+    for t in threads:
+        rows = session.query(
+            'SELECT max(m COLLATE "C") FROM (SELECT max(checkpoint_id COLLATE "C") AS m '
+            "FROM checkpoints WHERE thread_id = %s UNION ALL SELECT max(checkpoint_id "
+            'COLLATE "C") FROM checkpoint_writes WHERE thread_id = %s) s',
+            (t, t),
+        )
+        if rows and rows[0][0] is not None:
+            out[t] = str(rows[0][0])
+    return out
 
 
 def _with_checkpoints(session: Session, loc: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ connection inside aiosqlite's worker thread), so the sync and async savers share
 Tombstones live in the database (table ``erasure_tombstones``) and are enforced by
 ``BEFORE INSERT`` triggers on ``checkpoints`` and ``writes``: a late write from any
 process or connection - even a plain ``SqliteSaver`` - is rejected, not just writes
-through this library.
+through this library. Under the ``new_conversations`` policy (its row in
+``erasure_tombstone_policies``) the triggers let a new conversation start under the id
+and refuse only what continues the erased one (see :data:`TOMBSTONE_POLICIES`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from typing import Any
 
 from .. import lease
 from ..digest import RowLeafHasher
-from ..engine import LeafSink, Part, TableCount
+from ..engine import LeafSink, Part, TableCount, fresh_after
 from ..errors import ConfigurationError
-from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, plan
+from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, Removed, plan
 from .sqlite_residue import (
     JOURNAL_FILE_MODES,
     Needles,
@@ -84,7 +86,7 @@ LIVE_PAGE_RESIDUE: dict[str, Any] = {
 }
 """Stated in every receipt made without the residue scan: what was *not* scrubbed."""
 
-TOMBSTONE_DDL = f"""
+TOMBSTONE_DDL = """
 CREATE TABLE IF NOT EXISTS erasure_tombstones (
     thread_id TEXT PRIMARY KEY,
     receipt_id TEXT NOT NULL,
@@ -101,22 +103,67 @@ CREATE TABLE IF NOT EXISTS erasure_journal (
 );
 CREATE INDEX IF NOT EXISTS erasure_journal_pending ON erasure_journal (receipt_id)
 WHERE receipt_sha256 IS NULL;
+CREATE TABLE IF NOT EXISTS erasure_tombstone_policies (
+    thread_id TEXT PRIMARY KEY,
+    policy TEXT NOT NULL,
+    fresh_after TEXT NOT NULL
+);
+"""
+
+_META_ROOT = (
+    "CASE WHEN json_valid(CAST(NEW.metadata AS TEXT)) "
+    """THEN json_extract(CAST(NEW.metadata AS TEXT), '$.parents.""') ELSE '' END"""
+)
+TOMBSTONE_TRIGGERS = f"""
 CREATE TRIGGER IF NOT EXISTS erasure_tombstone_checkpoints BEFORE INSERT ON checkpoints
 WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
+AND NOT EXISTS (SELECT 1 FROM erasure_tombstone_policies p
+    WHERE p.thread_id = NEW.thread_id AND p.policy = 'new_conversations'
+    AND NEW.checkpoint_id > p.fresh_after
+    AND length(NEW.checkpoint_id) = 36 AND substr(NEW.checkpoint_id, 15, 1) = '6'
+    AND (NEW.parent_checkpoint_id IS NULL OR NEW.parent_checkpoint_id > p.fresh_after)
+    AND NOT coalesce(({_META_ROOT}) <= p.fresh_after, 0))
 BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
 CREATE TRIGGER IF NOT EXISTS erasure_tombstone_writes BEFORE INSERT ON writes
 WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
+AND NOT EXISTS (SELECT 1 FROM erasure_tombstone_policies p
+    WHERE p.thread_id = NEW.thread_id AND p.policy = 'new_conversations'
+    AND NEW.checkpoint_id > p.fresh_after
+    AND length(NEW.checkpoint_id) = 36 AND substr(NEW.checkpoint_id, 15, 1) = '6')
 BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
 """
+"""A tombstoned thread refuses every write, except under ``new_conversations``: a
+checkpoint (and writes) of a *new* conversation - its id (a uuid6, as LangGraph makes
+them), its parent's and its root's
+(``metadata.parents[""]``, a subgraph call's) all sort after ``fresh_after``, the highest
+id the erasure removed or the erasure's time as a uuid6, whichever is later. So a
+checkpoint whose parent is an erased one, writes for an erased checkpoint and a run that
+began before the erasure are refused; a conversation started afresh is not."""
 
 
 def ensure_tombstones(conn: sqlite3.Connection) -> None:
-    """Create the tombstone table and triggers (idempotent); also turn on secure_delete.
+    """Create the tombstone tables and triggers (idempotent), replacing triggers of an
+    older version in the same transaction (never a moment without them); also turn on
+    secure_delete.
 
     secure_delete is connection-scoped: enabling it for the saver's whole life means
     every overwrite of a row (``INSERT OR REPLACE``) is zeroed too, not only erasures.
     """
-    conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+    triggers = dict(
+        conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN "
+            "('erasure_tombstone_checkpoints', 'erasure_tombstone_writes')"
+        ).fetchall()
+    )
+    old = [name for name, sql in triggers.items() if "erasure_tombstone_policies" not in sql]
+    if len(triggers) == 2 and not old:  # current: no write lock (never wait on a writer)
+        conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+        return
+    drop = "".join(f"DROP TRIGGER {name};" for name in old)
+    conn.executescript(
+        "PRAGMA secure_delete = ON; BEGIN IMMEDIATE;"
+        + TOMBSTONE_DDL + drop + TOMBSTONE_TRIGGERS + "COMMIT;"
+    )  # fmt: skip
 
 
 @contextmanager
@@ -258,6 +305,7 @@ def reopen(conn: sqlite3.Connection, thread_id: str) -> bool:
     """Remove a thread's tombstone (explicit opt-in to reuse its id); True if one existed."""
     with _autocommit(conn):
         cur = conn.execute("DELETE FROM erasure_tombstones WHERE thread_id = ?", (thread_id,))
+        conn.execute("DELETE FROM erasure_tombstone_policies WHERE thread_id = ?", (thread_id,))
     return cur.rowcount > 0
 
 
@@ -734,13 +782,21 @@ class SqliteBackend:
         threads: Sequence[str] | None = None,
         keep: str = "none",
         kept: Sequence[Sequence[str]] = (),
+        removed: Removed | None = None,
+        tombstone_policy: str = "new_conversations",
     ) -> None:
         self.extra_residue = extra_residue
+        self.tombstone_policy = tombstone_policy
+        """What a tombstone written by this erasure enforces (the receipt says it)."""
+        self._newest: dict[str, str] = {}
         self.force_vacuum = residue_scan == "vacuum"
         # keep="latest" (history): the kept checkpoints, planned inside the transaction
         # unless given (recovery); see backends/keep_latest.py.
         self.keep = keep
         self._plan: KeepLatest | None = KeepLatest.of(kept) if kept else None
+        # What the transaction deleted (given: recovery); from the commit on, the rule.
+        self._removed = removed
+        self._deleted: list[tuple[str, str]] = []
         self._writing = False
         self.needles: Needles | None = None
         self._erased = False
@@ -762,7 +818,9 @@ class SqliteBackend:
         if keep == "latest":
             self._parts = [
                 PlannedSqlPart(conn, table, "checkpoints", "", (), role=role,
-                               resolve=self._planned_where(role == "kept"))
+                               resolve=self._planned_where(table, role == "kept"),
+                               record=self._deleted.extend
+                               if role == "removed" and table == "checkpoints" else None)
                 for table in ("checkpoints", "writes")
                 for role in ("removed", "kept")
             ]  # fmt: skip
@@ -775,6 +833,10 @@ class SqliteBackend:
         # Tables the database does not have (e.g. store_vectors without an index) hold
         # nothing of the thread and are left out of the receipt rather than shown as 0.
         enc = text_encoding(conn)
+        if enc != "utf-8":
+            # The triggers read checkpoint metadata (UTF-8 JSON in a BLOB) as TEXT, which
+            # only works in a UTF-8 database: elsewhere they refuse every write.
+            self.tombstone_policy = "refuse_all"
         existing = {
             bytes(r[0]).decode(enc)  # as a BLOB: whatever the connection's text_factory
             for r in conn.execute("SELECT CAST(name AS BLOB) FROM sqlite_master WHERE type='table'")
@@ -815,10 +877,17 @@ class SqliteBackend:
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("BEGIN IMMEDIATE")
         self._writing = True
+        if self.keep == "none":  # may tombstone: the newest id it will have erased
+            self._newest = newest_ids(conn, self.threads)
         try:
             yield
             conn.commit()  # inside the try: a failed COMMIT leaves the transaction open
             self._erased = True
+            if self.keep == "latest" and self._removed is None:
+                self._removed = self.removed_keys()
+                for p in self._parts:
+                    if isinstance(p, PlannedSqlPart) and p.role == "removed":
+                        p.where, p.params = self._late_where(p.table)
         except BaseException:
             try:
                 conn.rollback()
@@ -844,13 +913,21 @@ class SqliteBackend:
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
         """Tombstone the thread (the triggers then reject its writes); an existing
-        tombstone is kept."""
+        tombstone is kept. Its policy row is (re)written: a later erasure of a new
+        conversation moves ``fresh_after`` past what it erased."""
         self.conn.executemany(
             # An existing tombstone keeps pointing at the erasure that removed the data.
             "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
             "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
             [(t, receipt_id, erased_at) for t in self.threads],
         )
+        self.conn.executemany(
+            "INSERT INTO erasure_tombstone_policies (thread_id, policy, fresh_after) "
+            "VALUES (?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET policy = excluded.policy, "
+            "fresh_after = max(fresh_after, excluded.fresh_after)",
+            [(t, self.tombstone_policy, fresh_after(erased_at, self._newest.get(t)))
+             for t in self.threads],
+        )  # fmt: skip
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
@@ -913,8 +990,10 @@ class SqliteBackend:
 
     # -- keep="latest": the history erasure's plan (backends/keep_latest.py) ------------
 
-    def _planned_where(self, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
+    def _planned_where(self, table: str, kept: bool) -> Callable[[], tuple[str, list[Any]]]:
         def resolve() -> tuple[str, list[Any]]:
+            if self._removed is not None and not kept:
+                return self._late_where(table)
             cond, params = self._resolve_plan().where("?")
             return f"thread_id = ? AND {'NOT ' * kept}{cond}", [self.thread_id, *params]
 
@@ -925,9 +1004,27 @@ class SqliteBackend:
             self._plan = plan_keep_latest(self.conn, self.thread_id, write=self._writing)
         return self._plan
 
+    def _late_where(self, table: str) -> tuple[str, list[Any]]:
+        """After the commit: the rows of the checkpoints the transaction deleted (a
+        checkpoint saved since, whatever its id, is not one of them)."""
+        assert self._removed is not None
+        clauses, params = [], [self.thread_id]
+        for ns, ids in self._removed.by_ns(table).items():
+            clauses.append(
+                "(checkpoint_ns = ? AND checkpoint_id IN (SELECT value FROM json_each(?)))"
+            )
+            params += [ns, json.dumps([i for (i,) in ids])]
+        return f"thread_id = ? AND ({' OR '.join(clauses) or '1 = 0'})", params
+
     def kept_checkpoints(self) -> list[tuple[str, str]]:
         """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
         return list(self._resolve_plan().kept)
+
+    def removed_keys(self) -> Removed:
+        """``keep="latest"``: the checkpoints the transaction deletes (once finished)."""
+        if self._removed is not None:
+            return self._removed
+        return Removed(frozenset(self._deleted))
 
 
 @dataclass
@@ -937,6 +1034,8 @@ class PlannedSqlPart(SqlTablePart):
     so the plan sees what the write lock protects."""
 
     resolve: Callable[[], tuple[str, list[Any]]] | None = None
+    record: Callable[[list[tuple[str, str]]], None] | None = None
+    """``checkpoints``, removed: receives the keys each ``finish`` deletes."""
 
     def _ready(self) -> None:
         if self.resolve is not None:
@@ -948,14 +1047,37 @@ class PlannedSqlPart(SqlTablePart):
         return super()._rows()
 
     def finish(self) -> None:
-        """Plan first (if not yet), then :meth:`SqlTablePart.finish`."""
+        """Plan first (if not yet), record the keys deleted, then
+        :meth:`SqlTablePart.finish`."""
         self._ready()
+        if self.record is not None and self._describe() is not None:
+            enc = self._encoding
+            self.record([
+                (bytes(ns).decode(enc, "surrogatepass"), bytes(cid).decode(enc, "surrogatepass"))
+                for ns, cid in self.conn.execute(
+                    "SELECT CAST(checkpoint_ns AS BLOB), CAST(checkpoint_id AS BLOB) "
+                    f"FROM checkpoints WHERE {self.where}", list(self.params))
+            ])  # fmt: skip
         super().finish()
 
     def remaining(self) -> int:
         """Plan first (if not yet), then :meth:`SqlTablePart.remaining`."""
         self._ready()
         return super().remaining()
+
+
+def newest_ids(conn: sqlite3.Connection, threads: Sequence[str]) -> dict[str, str]:
+    """Per thread, the highest checkpoint id of its checkpoints and writes (if any)."""
+    out: dict[str, str] = {}
+    for t in threads:
+        row = conn.execute(
+            "SELECT max(m) FROM (SELECT max(checkpoint_id) AS m FROM checkpoints WHERE "
+            "thread_id = ? UNION ALL SELECT max(checkpoint_id) FROM writes WHERE thread_id = ?)",
+            (t, t),
+        ).fetchone()
+        if row[0] is not None:
+            out[t] = str(row[0])
+    return out
 
 
 def _metadata(raw: Any, is_text: Any, enc: str) -> dict[str, Any]:

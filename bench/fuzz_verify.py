@@ -640,14 +640,19 @@ def _store_rows(p: Predicate) -> bool:
 
 
 def v_rows_without_bytes(r: random.Random, st: dict[str, Any]) -> None:
-    """Rows measured with 0 bytes (in the pre-state, or the kept state)."""
+    """Rows measured with 0 bytes, or fewer bytes than rows (every row stores at least
+    one byte), in the pre-state or the kept state."""
     p = st["predicate"]
     state = p["kept_state"] if "kept_state" in p and _rows(p["kept_state"]["tables"]) and (
         r.random() < 0.3) else p["pre_state"]  # fmt: skip
     name = r.choice([k for k, t in state["tables"].items() if t["rows"]])
-    state["tables"][name]["bytes"] = 0
+    table = state["tables"][name]
+    table["bytes"] = r.choice((0, table["rows"] - 1))
     for u in p.get("units") or ():  # the units still add up to the pre-state
-        if name in u["tables"]:
+        if name in u["tables"] and u["tables"][name]["rows"]:
+            u["tables"][name]["bytes"] = table["bytes"]
+            table = {"rows": 0, "bytes": 0}  # the first unit holds them all
+        elif name in u["tables"]:
             u["tables"][name]["bytes"] = 0
 
 

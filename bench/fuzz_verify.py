@@ -5,8 +5,9 @@
 
 Starts from genuine receipts of every kind, each as a receipt file with and without the
 embedded key, with two signatures and as a DSSE envelope: a kindless thread receipt with
-every optional shape, and receipts the library issues afresh by real erasures of a real
-LangGraph graph's SQLite file (``fuzz_seeds.py``): ``kind: "thread"`` with the store in
+every optional shape, the golden corpus's good receipts (tests/golden/good), and
+receipts the library issues afresh by real erasures of a real LangGraph graph's SQLite
+file (``fuzz_seeds.py``): ``kind: "thread"`` with the store in
 the database, in another file (swept) and none with the residue scan, ``history`` with
 kept state and needles, ``subject`` with units and needles, ``subject`` in privacy mode
 (commitments), request context and a four-eyes authorization (the approver's key is in
@@ -52,8 +53,7 @@ is validated against the verify-result schema. The summary counts cases, accepts
 rejects and failures per seed (``by_seed``) and per receipt kind (``by_kind``).
 
 Deterministic for a seed and a set of seed receipts (the wall time is the only varying
-figure). The golden corpus's good receipts (tests/golden/good) are seeds too. The
-library's receipts carry fresh checkpoint ids and times, so each process
+figure). The library's receipts carry fresh checkpoint ids and times, so each process
 issues its own: ``--save-seeds F`` writes them, ``--seeds F`` replays a run exactly.
 Prints a JSON summary and writes ``bench/results/fuzz_verify.json``.
 """

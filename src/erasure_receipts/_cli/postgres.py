@@ -236,23 +236,9 @@ class _Measure:
         return self._sweeper(dry_run).prune_histories(older_than, dry_run=True, **kw)
 
     def digest_thread(self, thread_id: str, store_namespaces: list[tuple[str, ...]]) -> Any:
-        from ..attesting import ThreadDigest
-        from ..backends.postgres import PostgresBackend, SyncSession
-        from ..engine import measure_rows
-        from ..errors import ConfigurationError
+        from ..postgres import digest_read_only
 
-        if not thread_id:
-            raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
-        namespaces = list(dict.fromkeys(store_namespaces))
-        if namespaces and not self.has_store:
-            raise ConfigurationError("store namespaces were given but the database has no store")
-        backend = PostgresBackend(
-            SyncSession(self.conn), thread_id, saver="AttestingPostgresSaver",
-            store="PostgresStore" if namespaces else None, store_rows_namespaces=namespaces,
-            versions={},
-        )  # fmt: skip
-        digest, tables = measure_rows(backend)
-        return ThreadDigest(digest, tables)
+        return digest_read_only(self.conn, thread_id, store_namespaces, has_store=self.has_store)
 
 
 class _NoJournal:

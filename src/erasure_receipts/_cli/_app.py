@@ -1,8 +1,10 @@
-"""The ``receipt`` operator commands (typer): keygen, show, export, digest, erase,
-recover, authorize, trust add|list, log append|verify|prove|checkpoint, index,
-retention.
+"""The ``receipt`` typer app and what its operator commands share (options, keys,
+output files, databases). The commands are one module per group: ``keys`` (keygen,
+keygen-commitment, trust add|list), ``inspect`` (show, export, index, prove, open),
+``erase`` (digest, erase, recover, locate, authorize), ``retention`` and ``log`` (log
+append|verify|prove|checkpoint), registered in order by ``commands``.
 
-``receipt verify`` is dispatched before this module is imported (see ``cli.py``); the
+``receipt verify`` is dispatched before this module is imported (see ``verify_fast``); the
 ``verify`` command below only exists so that ``receipt --help`` lists it.
 
 Exit codes (every command):
@@ -333,7 +335,7 @@ def _ro_uri(db: Path) -> str:
 
 def _probe_database(db: Path | str) -> bool:
     """Exit 3 unless ``db`` is an SQLite file with LangGraph's ``checkpoints`` table (or a
-    PostgreSQL DSN of a database with LangGraph's tables, see ``app_postgres``).
+    PostgreSQL DSN of a database with LangGraph's tables, see ``_cli.postgres``).
 
     Read-only (``mode=ro``): a file that is not a LangGraph database is never given
     tables, triggers or another journal mode. Returns whether it has a ``store`` table.
@@ -388,7 +390,7 @@ def _open_saver(
     """The attesting saver on an existing LangGraph database, with its SqliteStore if it
     has one; library errors are mapped to exit codes. ``read_only`` connections use a
     ``mode=ro`` URI (for ``digest``). A PostgreSQL DSN opens the Postgres saver instead
-    (``app_postgres.open_saver``: read-only connections, ``recovering`` installs nothing
+    (``_cli.postgres.open_saver``: read-only connections, ``recovering`` installs nothing
     in a database without an erasure journal, ``vacuum`` as the saver's)."""
     import sqlite3
 

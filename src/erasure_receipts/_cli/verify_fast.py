@@ -134,9 +134,6 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
     return a
 
 
-_read_input = read_input  # kept for app.py: a bounded read of one regular file
-
-
 def _load_trust(keys: Sequence[str], trust: str | None) -> TrustStore:
     if not keys and not trust:
         raise _UsageError("give the trusted key with --key PUB.pem or --trust TRUSTFILE")

@@ -552,7 +552,7 @@ def authorize(
     typer.echo(f"written to {_display(str(out))}")
 
 
-# -- erasure per person: --subject, locate, open, keygen-commitment ---------------------
+# -- erasure per person: --subject, locate ---------------------------------------------
 
 
 def _one_thread(threads: list[str] | None, **subject_only: Any) -> str:

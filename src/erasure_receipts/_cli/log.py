@@ -30,7 +30,7 @@ from ._app import (
 from ._base import _die, _emit_json, _run
 from .verify_fast import EXIT_INVALID, EXIT_IO
 
-# -- receipt logs and the dashboard feed --------------------------------------------------
+# -- receipt logs ---------------------------------------------------------------------------
 
 log_app = typer.Typer(
     help="Receipt logs: append-only, C2SP-checkpoint-signed, with RFC 9162 proofs "

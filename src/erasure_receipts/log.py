@@ -85,6 +85,7 @@ __all__ = [
     "Checkpoint",
     "ConsistencyProof",
     "InclusionProof",
+    "LogCheck",
     "LogConflictError",
     "LogCorruptError",
     "LogError",
@@ -94,6 +95,7 @@ __all__ = [
     "entry_spans",
     "is_log",
     "note_key_id",
+    "parallel_receipt_check",
     "read_entries",
     "verifier_key",
     "verify_log",
@@ -1529,3 +1531,74 @@ def _check_record(
         f"entries {good}..{i - 1} are not what the checkpoint {signed} at size {cp.size} "
         f"covers: {what} (altered, inserted or reordered)",
     )
+
+
+def parallel_receipt_check(
+    directory: str | os.PathLike[str], keys: TrustStore, jobs: int = 1
+) -> ReceiptCheck:
+    """A ``check_receipts`` for :func:`verify_log`: every entry through
+    ``verify_receipt`` with ``keys``, in ``jobs`` forked processes for a large log (the
+    verdicts are the same, in entry order). A receipt that does not verify is
+    ``(index, reason, message)``; an unexpected exception is ``internal_error`` for that
+    entry, never hiding the others' verdicts."""
+    from ._batch import BATCH, PARALLEL_MIN, _read_entry, fork_map
+    from .verify import verify_receipt
+
+    path = str(directory)
+
+    def check(span: tuple[int, int, int]) -> tuple[int, str, str] | None:
+        i, offset, length = span
+        try:
+            verify_receipt(_read_entry(path, offset, length), keys)
+        except Error as exc:
+            return (i, exc.reason, exc.message)
+        except Exception as exc:  # a bug must not hide the other entries' verdicts
+            return (i, "internal_error", repr(exc))
+        return None
+
+    def run(spans: list[tuple[int, int, int]]) -> list[tuple[int, str, str] | None]:
+        if len(spans) >= BATCH:
+            from .canonical import use_orjson
+
+            use_orjson()
+        if jobs > 1 and len(spans) >= PARALLEL_MIN:
+            return list(fork_map(check, spans, jobs))
+        return [check(s) for s in spans]
+
+    return run
+
+
+class LogCheck:
+    """Receipt-in-log checks against a log whose published checkpoint is signed by a
+    trusted key (``receipt verify --log``): "is this receipt in it?", answered with a
+    verified RFC 9162 inclusion proof (and, when the log grew since, a consistency
+    proof to the trusted checkpoint).
+
+    Raises ``InputError`` if the log cannot be read, another :class:`Error` if its
+    checkpoint is malformed or not signed by one of ``trust``'s receipt signers (never an
+    approver)."""
+
+    def __init__(self, path: str, trust: TrustStore) -> None:
+        from .verify import _display
+
+        self.name = _display(path)
+        self.log = ReceiptLog(path)
+        self.checkpoint = Checkpoint.parse(self.log.checkpoint())
+        self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
+        self.size = self.checkpoint.size
+
+    def index_of(self, data: bytes) -> int | None:
+        """The entry index of these exact bytes, if the inclusion proof against the
+        trusted checkpoint verifies (None otherwise)."""
+        i = self.log.index_of(data)
+        if i is None or i >= self.size:
+            return None
+        proof = self.log.inclusion_proof(i)
+        if not proof.verify(data):
+            return None
+        if proof.tree_size == self.size:
+            return i if proof.root == self.checkpoint.root else None
+        # The log grew since its checkpoint was verified: the newer tree must extend it.
+        c = self.log.consistency_proof(self.size)
+        same = c.new_size == proof.tree_size and c.new_root == proof.root
+        return i if same and c.old_root == self.checkpoint.root and c.verify() else None

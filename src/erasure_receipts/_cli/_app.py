@@ -48,8 +48,9 @@ import errno
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -99,6 +100,18 @@ class _Group(TyperGroup):
             _run.json = _run.json or "--json" in head
             _usage_error(exc)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """A group given no command prints its help page as the diagnostic it is: on
+        stderr (stdout carries only results), exit 2. Click would build the page into its
+        exception, and typer's rich help prints it to stdout while doing so."""
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            with redirect_stdout(sys.stderr):
+                text = ctx.get_help()
+            if text:
+                sys.stderr.write(text + "\n")
+            raise SystemExit(EXIT_USAGE)
+        return list(super().parse_args(ctx, args))
+
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[str | None, Any, list[str]]:
         head = args[: args.index("--")] if "--" in args else args
         _run.json = _run.json or "--json" in head
@@ -130,7 +143,7 @@ def _usage_error(exc: typer.TyperException) -> NoReturn:
     one ``receipt: error:`` line, exit 2, instead of their usage box. A path option's own
     file check (``exists=``, ``readable=``: missing, unreadable, a directory) and a file
     option that cannot be opened are I/O errors: exit 3. Only "no arguments, show the
-    help" keeps the help page."""
+    help" keeps the help page (see :meth:`_Group.parse_args`)."""
     if type(exc).__name__ == "NoArgsIsHelpError":
         raise exc
     message = " ".join(exc.format_message().split())  # one line, whatever the library wraps

@@ -23,6 +23,7 @@ from ._app import (
     Verbose,
     _check_out,
     _check_time,
+    _Group,
     _instant,
     _password,
     _read_trust,
@@ -103,6 +104,7 @@ class TrustRole(StrEnum):
 
 
 trust_app = typer.Typer(
+    cls=_Group,
     help="Create and inspect trust files for `receipt verify --trust` (RECEIPT_SPEC.md 7).",
     no_args_is_help=True,
 )

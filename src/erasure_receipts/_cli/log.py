@@ -22,6 +22,7 @@ from ._app import (
     PasswordEnv,
     TrustOption,
     Verbose,
+    _Group,
     _load_signer,
     _log_errors,
     _trusted,
@@ -33,6 +34,7 @@ from .verify_fast import EXIT_INVALID, EXIT_IO
 # -- receipt logs ---------------------------------------------------------------------------
 
 log_app = typer.Typer(
+    cls=_Group,
     help="Receipt logs: append-only, C2SP-checkpoint-signed, with RFC 9162 proofs "
     "(RECEIPT_SPEC.md, Receipt log).",
     no_args_is_help=True,

@@ -38,6 +38,7 @@ from .errors import (
     AuthorizationError,
     ErasureIncompleteError,
     MalformedReceiptError,
+    NeedlesFoundError,
     NothingToEraseError,
     ReceiptSemanticsError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "ErasureBackend",
     "ErasureRequest",
     "GuardedBackend",
+    "NeedlesFoundError",
     "Part",
     "RowsOutcome",
     "TableCount",
@@ -751,36 +753,6 @@ def request_from_journal(
         # Entries from before it was journaled: the rule over ``kept`` (as then).
         removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
     )
-
-
-class NeedlesFoundError(ErasureIncompleteError):
-    """A value the caller wanted gone still occurs: nothing was deleted.
-
-    ``locations`` lists where (table, thread, checkpoint namespace and id, column or
-    store key); the value itself is never in the message.
-    """
-
-    reason = "needles_found"
-
-    def __init__(
-        self, locations: list[dict[str, Any]], swept: dict[str, int] | None = None
-    ) -> None:
-        where = "; ".join(
-            ", ".join(f"{k}={v}" for k, v in loc.items() if k != "needle") for loc in locations[:10]
-        )
-        more = f" (+{len(locations) - 10} more)" if len(locations) > 10 else ""
-        deleted = (
-            f"items already swept from the store outside the transaction (not restorable): "
-            f"{swept}; everything else was rolled back"
-            if swept
-            else "nothing was deleted"
-        )
-        super().__init__(
-            f"{len(locations)} stored location(s) still hold a value to erase; {deleted}: "
-            f"{where}{more}"
-        )
-        self.locations = locations
-        self.swept = dict(swept or {})
 
 
 NEEDLE_FORMS = (

@@ -60,7 +60,7 @@ from .digest import (
     verify_consistency,
     verify_inclusion,
 )
-from .errors import Error, InputError
+from .errors import Error, InputError, LogConflictError, LogCorruptError, LogError
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
 from .verify import TrustStore
@@ -113,28 +113,6 @@ MAX_SIGNATURES = 100
 NOTE_ED25519 = 0x01
 """C2SP signed-note signature type of Ed25519."""
 EM_DASH = "\u2014"
-
-
-class LogError(Error):
-    """The log cannot be used as asked (not a log, wrong key, bad checkpoint, ...).
-
-    ``reason`` is a stable code (RECEIPT_SPEC.md, "Receipt log")."""
-
-    reason = "log_error"
-
-
-class LogCorruptError(LogError):
-    """The log's committed records do not match its signed checkpoints: nothing is
-    appended to it (a new checkpoint would sign over the damage). ``receipt log verify``
-    names the first bad entry."""
-
-    reason = "log_corrupt"
-
-
-class LogConflictError(LogError):
-    """A different receipt with the same receipt id is already in the log."""
-
-    reason = "log_conflict"
 
 
 # -- C2SP signed notes and tlog checkpoints -------------------------------------------------

@@ -6,12 +6,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import erasure_receipts
-from erasure_receipts import errors
-from erasure_receipts.errors import Error
+from erasure_receipts import AttestingSqliteSaver, ReceiptLog, Signer, errors
+from erasure_receipts.errors import ConfigurationError, Error
 
 
 def _modules() -> list[str]:
@@ -114,3 +116,64 @@ def test_reason_codes_of_the_moved_classes_are_unchanged() -> None:
     assert needles.reason == "needles_found"
     assert isinstance(needles, errors.ErasureIncompleteError)
     assert "secret" not in str(needles)
+
+
+# -- misuse of the public API raises an Error that is still the builtin it was ----------
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Iterator[AttestingSqliteSaver]:
+    with AttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "app.db"), signer=Signer.generate()
+    ) as s:
+        yield s
+
+
+def _raises(exc: pytest.ExceptionInfo[BaseException], builtin: type[BaseException]) -> None:
+    assert isinstance(exc.value, Error), f"{type(exc.value).__name__} is not an Error"
+    assert isinstance(exc.value, builtin)
+
+
+def test_saver_argument_errors_are_errors(saver: AttestingSqliteSaver) -> None:
+    with pytest.raises(TypeError) as exc:
+        saver.locate("one string")
+    _raises(exc, TypeError)
+    assert exc.value.reason == "bad_argument"
+    with pytest.raises(TypeError) as exc:
+        saver.prune("t1", strategy="delete")
+    _raises(exc, TypeError)
+    with pytest.raises(TypeError) as exc:
+        saver.purge_journal(older_than=5)  # type: ignore[arg-type]
+    _raises(exc, TypeError)
+    with pytest.raises(ValueError, match="strategy") as vexc:
+        saver.prune(["t1"], strategy="keep_all")
+    _raises(vexc, ValueError)
+    assert isinstance(vexc.value, ConfigurationError)
+    with pytest.raises(TypeError) as exc:
+        saver.erase_thread("t1", store_namespaces=["users"])
+    _raises(exc, TypeError)
+    with pytest.raises(ValueError) as vexc:
+        saver.erase_thread("t1", store_namespaces=[("users", "")])
+    _raises(vexc, ValueError)
+
+
+def test_saver_construction_errors_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="signer") as exc:
+        AttestingSqliteSaver.from_conn_string(
+            str(tmp_path / "app.db"),
+            signer="not a signer",  # type: ignore[arg-type]
+        ).__enter__()
+    _raises(exc, TypeError)
+
+
+def test_receipt_log_argument_errors_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="signer") as exc:
+        ReceiptLog(tmp_path / "log", signer="nope")  # type: ignore[arg-type]
+    _raises(exc, TypeError)
+    log = ReceiptLog(tmp_path / "log", signer=Signer.generate(), origin="example.test/log")
+    with pytest.raises(TypeError, match="append") as exc:
+        log.append("a receipt as text")  # type: ignore[arg-type]
+    _raises(exc, TypeError)
+    with pytest.raises(ValueError, match="no proof") as vexc:
+        log.consistency_proof(5)
+    _raises(vexc, ValueError)

@@ -36,6 +36,7 @@ from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .errors import (
     AuthorizationError,
+    ConfigurationError,
     ErasureIncompleteError,
     MalformedReceiptError,
     NeedlesFoundError,
@@ -1079,9 +1080,9 @@ def preflight(
         canonicalize(validate_statement(st))
         size = len(json.dumps(st, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     except (MalformedReceiptError, ValueError, TypeError) as exc:
-        raise ValueError(f"cannot attest an erasure of this scope: {exc}") from None
+        raise ConfigurationError(f"cannot attest an erasure of this scope: {exc}") from None
     if size + RECEIPT_HEADROOM > MAX_INPUT_BYTES:
-        raise ValueError(
+        raise ConfigurationError(
             f"cannot attest an erasure of this scope: its receipt (~{size} bytes) would be "
             f"over the {MAX_INPUT_BYTES}-byte limit verifiers enforce"
         )

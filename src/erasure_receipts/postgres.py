@@ -62,7 +62,7 @@ from .backends.postgres import (
 )
 from .backends.store import StoreSweepPart, hides_expired
 from .engine import ErasureRequest, Part
-from .errors import ErasureIncompleteError, ThreadErasedError
+from .errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
 from .log import ReceiptLog
 from .signing import Signer
@@ -108,7 +108,7 @@ class _PgAttesting(Attesting):
 
     def _init_pg(self, vacuum: bool | str, lock_timeout_ms: int) -> None:
         if vacuum not in (False, True, "full"):
-            raise ValueError('vacuum= must be False, True or "full"')
+            raise ConfigurationError('vacuum= must be False, True or "full"')
         self.vacuum = vacuum
         self.lock_timeout_ms = int(lock_timeout_ms)
         self._schema_ready = False

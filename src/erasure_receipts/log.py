@@ -60,7 +60,15 @@ from .digest import (
     verify_consistency,
     verify_inclusion,
 )
-from .errors import Error, InputError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    Error,
+    InputError,
+    LogConflictError,
+    LogCorruptError,
+    LogError,
+)
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
 from .verify import TrustStore
@@ -115,28 +123,6 @@ MAX_SIGNATURES = 100
 NOTE_ED25519 = 0x01
 """C2SP signed-note signature type of Ed25519."""
 EM_DASH = "\u2014"
-
-
-class LogError(Error):
-    """The log cannot be used as asked (not a log, wrong key, bad checkpoint, ...).
-
-    ``reason`` is a stable code (RECEIPT_SPEC.md, "Receipt log")."""
-
-    reason = "log_error"
-
-
-class LogCorruptError(LogError):
-    """The log's committed records do not match its signed checkpoints: nothing is
-    appended to it (a new checkpoint would sign over the damage). ``receipt log verify``
-    names the first bad entry."""
-
-    reason = "log_corrupt"
-
-
-class LogConflictError(LogError):
-    """A different receipt with the same receipt id is already in the log."""
-
-    reason = "log_conflict"
 
 
 # -- C2SP signed notes and tlog checkpoints -------------------------------------------------
@@ -316,7 +302,7 @@ class Checkpoint:
         """A signed checkpoint note: ``origin\\nsize\\nbase64(root)\\n\\n— origin sig\\n``."""
         _check_name(origin)
         if size < 0 or len(root) != 32:
-            raise ValueError("a checkpoint needs a size >= 0 and a 32-byte root")
+            raise ConfigurationError("a checkpoint needs a size >= 0 and a 32-byte root")
         text = f"{origin}\n{size}\n{b64encode(root)}\n".encode()
         blob = note_key_id(origin, signer.public_key) + signer.sign(text)
         return text + f"\n{EM_DASH} {origin} {b64encode(blob)}\n".encode()
@@ -563,7 +549,7 @@ class ReceiptLog:
         origin: str | None = None,
     ) -> None:
         if signer is not None and not isinstance(signer, Signer):
-            raise TypeError("signer= must be an erasure_receipts.Signer")
+            raise ArgumentTypeError("signer= must be an erasure_receipts.Signer")
         if signer is not None and fcntl is None:
             raise LogError(_NO_FLOCK, reason="unsupported_platform")
         self.directory = Path(directory)
@@ -1067,7 +1053,9 @@ class ReceiptLog:
                     raise LogError("a receipt is at most 1 MiB", reason="too_large")
                 rid = uuid.UUID(Receipt.from_json(data).receipt_id).bytes  # refuses garbage
             else:
-                raise TypeError(f"append() takes a Receipt or bytes, not {type(r).__name__}")
+                raise ArgumentTypeError(
+                    f"append() takes a Receipt or bytes, not {type(r).__name__}"
+                )
             items.append((data, leaf_hash(data), rid))
         with self._locked(exclusive=True):
             return self._append_locked(items)
@@ -1184,7 +1172,7 @@ class ReceiptLog:
             assert self._state is not None
             n = self._state[0]
             if not 0 <= old_size <= n:
-                raise ValueError(f"the log has {n} entries; no proof from size {old_size}")
+                raise ConfigurationError(f"the log has {n} entries; no proof from size {old_size}")
             with open(self.directory / TREE, "rb") as fh:
                 perfect = self._perfect(fh)
 

@@ -108,7 +108,7 @@ class _PgAttesting(Attesting):
 
     def _init_pg(self, vacuum: bool | str, lock_timeout_ms: int) -> None:
         if vacuum not in (False, True, "full"):
-            raise ValueError('vacuum= must be False, True or "full"')
+            raise ConfigurationError('vacuum= must be False, True or "full"')
         self.vacuum = vacuum
         self.lock_timeout_ms = int(lock_timeout_ms)
         self._schema_ready = False

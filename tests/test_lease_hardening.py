@@ -12,6 +12,7 @@ file's name, and held for the whole erasure even when a pool recycles its connec
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -158,17 +159,7 @@ with AttestingPostgresSaver.from_conn_string(
 """
 
 
-def test_pg_pool_recycling_the_lease_connection_does_not_end_the_lease(
-    pg_db: str, tmp_path: Path
-) -> None:
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
-
-    from erasure_receipts import AttestingPostgresSaver
-    from pg_helpers import connect
-
-    recovered: list[str] = []
-
+def _recovering_signer(pg_db: str, tmp_path: Path, recovered: list[str]) -> Signer:
     class RecoverWhileSigning(Signer):
         """Signs after a recovery in another process ran (as a sweep there would)."""
 
@@ -180,19 +171,15 @@ def test_pg_pool_recycling_the_lease_connection_does_not_end_the_lease(
                                   str(tmp_path / "archive-b")],
                                  capture_output=True, text=True, timeout=300)  # fmt: skip
             assert out.returncode == 0, out.stderr
-            recovered.extend(__import__("json").loads(out.stdout))
+            recovered.extend(json.loads(out.stdout))
             return super().sign(message)
 
-    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    with ConnectionPool(pg_db, kwargs=kwargs, min_size=1, max_size=2, max_lifetime=1.0) as pool:
-        saver = AttestingPostgresSaver(pool, signer=RecoverWhileSigning.from_seed(SEED),
-                                       archive=tmp_path / "archive-a")  # fmt: skip
-        saver.setup()
-        for t in ("t1", "t2"):
-            _put(saver, t)
-        time.sleep(1.2)  # the connection phase one gets is closed when it is returned
-        saver.delete_thread("t1")
-        saver.erase_thread("t2")
+    return RecoverWhileSigning.from_seed(SEED)
+
+
+def _one_receipt_each(pg_db: str, tmp_path: Path, recovered: list[str]) -> None:
+    from pg_helpers import connect
+
     assert recovered == []  # both entries were leased by their erasure throughout
     signer = Signer.from_seed(SEED)
     seen: Counter[str] = Counter()
@@ -209,6 +196,62 @@ def test_pg_pool_recycling_the_lease_connection_does_not_end_the_lease(
         ).fetchone()
     assert sorted(journal) == [("t1", True), ("t2", True)]
     assert left == (0,)  # every lease connection closed
+
+
+def test_pg_pool_recycling_the_lease_connection_does_not_end_the_lease(
+    pg_db: str, tmp_path: Path
+) -> None:
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    from erasure_receipts import AttestingPostgresSaver
+
+    recovered: list[str] = []
+    signer = _recovering_signer(pg_db, tmp_path, recovered)
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with ConnectionPool(pg_db, kwargs=kwargs, min_size=1, max_size=2, max_lifetime=1.0) as pool:
+        saver = AttestingPostgresSaver(pool, signer=signer, archive=tmp_path / "archive-a")
+        saver.setup()
+        for t in ("t1", "t2"):
+            _put(saver, t)
+        time.sleep(1.2)  # the connection phase one gets is closed when it is returned
+        saver.delete_thread("t1")
+        saver.erase_thread("t2")
+    _one_receipt_each(pg_db, tmp_path, recovered)
+
+
+async def test_pg_async_pool_recycling_the_lease_connection_does_not_end_the_lease(
+    pg_db: str, tmp_path: Path
+) -> None:
+    """The same with an async pool whose parameters come from async callables."""
+    import asyncio
+
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    from erasure_receipts import AsyncAttestingPostgresSaver
+
+    async def conninfo() -> str:
+        return pg_db
+
+    async def kwargs() -> dict[str, Any]:
+        return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+    recovered: list[str] = []
+    signer = _recovering_signer(pg_db, tmp_path, recovered)
+    async with AsyncConnectionPool(conninfo, kwargs=kwargs, min_size=1, max_size=2,  # type: ignore[arg-type]
+                                   max_lifetime=1.0, open=False) as pool:  # fmt: skip
+        saver = AsyncAttestingPostgresSaver(pool, signer=signer, archive=tmp_path / "archive-a")
+        await saver.setup()
+        for t in ("t1", "t2"):
+            cfg = {"configurable": {"thread_id": t, "checkpoint_ns": ""}}
+            c = empty_checkpoint()
+            c["id"] = str(uuid6())
+            await saver.aput(cfg, c, {"source": "input", "step": -1}, {})
+        await asyncio.sleep(1.2)
+        await saver.adelete_thread("t1")
+        await saver.aerase_thread("t2")
+    _one_receipt_each(pg_db, tmp_path, recovered)
 
 
 def test_pg_recovery_still_completes_an_entry_whose_erasure_is_gone(

@@ -149,6 +149,34 @@ def test_a_lease_taken_elsewhere_fails_the_erasure_before_the_store_is_swept(
         sconn.close()
 
 
+def test_a_removed_lease_file_is_made_again_and_still_excludes(tmp_path: Path) -> None:
+    """Negative: this process keeps its lease file open; once it is removed, the next
+    lease is taken on the file other processes now open at the path, not the old one."""
+    db = tmp_path / "app.db"
+    signer = Signer.from_seed(SEED)
+    ready, done = tmp_path / "held", tmp_path / "done"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
+        s.setup()
+        for t in ("t1", "t2"):
+            _put(s, t)
+        s.delete_thread("t1")
+        Path(lease_file(str(db))).unlink()
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, lease_file(str(db)),
+                                   str(ready), str(done)])  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not ready.exists():
+                assert holder.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            with pytest.raises(ErasureIncompleteError, match="lease"):
+                s.delete_thread("t2")
+        finally:
+            done.touch()
+            holder.wait(timeout=60)
+        s.delete_thread("t2")
+    assert _rows(db, "SELECT count(*) FROM checkpoints") == 0
+
+
 RECOVER = """
 import json, sys
 from erasure_receipts import AttestingPostgresSaver, Signer

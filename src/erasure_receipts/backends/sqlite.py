@@ -283,9 +283,16 @@ def _lease_offset(receipt_id: str) -> int:
 def _lease_fd(name: str) -> int:
     with _LEASE_FILES_LOCK:
         fd = _LEASE_FILES.get(name)
-        if fd is None:
-            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            _LEASE_FILES[name] = fd
+        try:
+            if fd is not None and os.fstat(fd).st_ino == os.stat(name).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        # First use, or the file was removed or replaced: other processes lock the one
+        # at the path now. The old descriptor stays open (closing it would end this
+        # process's other locks on that file).
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        _LEASE_FILES[name] = fd
         return fd
 
 

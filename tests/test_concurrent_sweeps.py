@@ -127,6 +127,19 @@ def _pg_journal(dsn: str) -> list[tuple[str, bool]]:
         return [(t, bool(closed)) for t, closed in rows.fetchall()]
 
 
+def _no_lease_held(db: Path) -> None:
+    """The database's one lease file, and no byte of it locked by any process."""
+    from erasure_receipts.backends.sqlite import lease_file
+
+    (lease,) = db.parent.glob("erasure-lease-*")
+    assert str(lease) == lease_file(str(db))
+    probe = (
+        "import fcntl, os, sys; "
+        "fcntl.lockf(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    )
+    subprocess.run([sys.executable, "-c", probe, str(lease)], check=True, timeout=60)
+
+
 def test_two_sweep_processes_on_one_sqlite_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +147,7 @@ def test_two_sweep_processes_on_one_sqlite_file(
     results = _two_sweeps(str(db), tmp_path)
     _check(results, _sqlite_journal(db), tmp_path)
     assert not list(tmp_path.glob("app.db-lease-*"))  # every lease released
+    _no_lease_held(db)
 
 
 def test_two_sweep_processes_on_one_postgres_database(
@@ -226,6 +240,7 @@ def test_a_killed_sweeps_entry_is_recovered_by_the_next(
     assert Counter(t for t, _ in journal) == Counter({t: 1 for t in IDLE})
     if backend == "sqlite":
         assert not list(tmp_path.glob("app.db-lease-*"))
+        _no_lease_held(Path(target))
     assert os.path.exists(f"{gate}.signing")
 
 

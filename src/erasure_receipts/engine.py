@@ -473,6 +473,11 @@ def erase_rows(
             # Identity and time are taken once the write lock is held, so receipts of
             # erasures that queued behind each other are ordered like the erasures.
             receipt_id = str(uuid.uuid4())
+            # Leased before anything irreversible (a store swept through its API): a
+            # lease that cannot be taken fails the erasure while all of it rolls back.
+            lease_entry = getattr(backend, "lease_entry", None)
+            if lease_entry is not None:
+                lease_entry(receipt_id)
             issued_at = format_time(clock())
             if request.authorization is not None:  # 9.6: refused before anything is deleted
                 from .request import Authorization

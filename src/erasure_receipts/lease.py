@@ -6,15 +6,22 @@ its commit leaves, which a recovery (``recover_receipts``, every sweep) complete
 recovery must not complete an entry whose erasure is still running, or the same
 erasure is attested twice; so the erasure holds a *lease* on its entry from before the
 commit until it is done, and a recovery takes only entries it can lease itself (their
-owner is gone), holding the lease while it completes them.
+owner is gone), holding the lease while it completes them. The erasure leases its
+entry first in its transaction, right after creating the receipt id (the backend's
+``lease_entry``): before anything irreversible (a store outside the database swept
+through its API), so a lease that cannot be taken fails it while all of it still rolls
+back.
 
 Two levels, because the backends' locks exclude other processes but not the same one:
 
 * in this process, a set of the receipt ids leased (:func:`claim` / :func:`drop`);
 * across processes, the backend's ``take_lease`` / ``release_lease``: on PostgreSQL a
   session-level advisory lock keyed by the receipt id (released by the server when the
-  owner's connection ends), on SQLite an exclusive ``flock`` on a lease file next to the
-  database (released by the kernel when the owner dies).
+  owner's connection ends; with a pool, held on a connection of its own that lives as
+  long as the lease, since the pool may close the connection the erasure ran on while
+  it is still signing), on SQLite an exclusive ``fcntl`` lock on one byte, keyed by the
+  receipt id, of one lease file per database, of a fixed-length name, in its directory
+  (released by the kernel when the owner dies).
 
 The owner's leases are recorded per flow (:func:`bind`), so a flow releases whatever
 its erasure leased, even when it fails before knowing the receipt id.

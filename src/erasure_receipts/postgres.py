@@ -248,7 +248,9 @@ class AttestingPostgresSaver(
         with self.lock, _pg_internal.get_connection(self.conn) as conn:
             if self.pipe:
                 self.pipe.sync()
-            yield SyncSession(conn)
+            yield SyncSession(
+                conn, None if isinstance(self.conn, psycopg.Connection) else self.conn
+            )
 
     def setup(self) -> None:
         """The parent's ``setup`` (migrations), then this library's tables, functions and
@@ -399,7 +401,8 @@ class AsyncAttestingPostgresSaver(
         async with self.lock, _pg_ainternal.get_connection(self.conn) as conn:
             if self.pipe:
                 await self.pipe.sync()
-            yield AsyncBridgeSession(conn, asyncio.get_running_loop())
+            pool = None if isinstance(self.conn, psycopg.AsyncConnection) else self.conn
+            yield AsyncBridgeSession(conn, asyncio.get_running_loop(), pool)
 
     async def _adb(self, fn: Callable[..., T], *args: Any) -> T:
         """Run the synchronous ``fn(session, *args)`` on a worker thread."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import logging
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -241,8 +242,9 @@ class Session(Protocol):
 class SyncSession:
     """A :class:`Session` over a synchronous ``psycopg.Connection``, used as it is."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], pool: Any = None) -> None:
         self.conn = conn
+        self.pool = pool  # the pool ``conn`` is from: a lease is held outside it
 
     @property
     def info(self) -> psycopg.ConnectionInfo:
@@ -296,9 +298,12 @@ class AsyncBridgeSession:
     these calls.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop, pool: Any = None
+    ):
         self.conn = conn
         self.loop = loop
+        self.pool = pool  # the pool ``conn`` is from: a lease is held outside it
 
     @property
     def info(self) -> psycopg.ConnectionInfo:
@@ -504,19 +509,60 @@ LEASE_CLASS = ADVISORY_CLASS + 1
 """Advisory-lock class of the leases on open journal entries (``erasure_receipts.lease``)."""
 
 
-def take_lease(session: Session, receipt_id: str) -> Session | None:
+def take_lease(session: Session, receipt_id: str) -> Any:
     """Lease an open journal entry: a session-level advisory lock keyed by its receipt
     id, held until released or until the holder's connection ends (a killed owner's
-    lease ends with it). Returns the session holding it (the token for
-    :func:`release_lease`), or None if another session holds it."""
+    lease ends with it). Returns the token for :func:`release_lease`, or None if another
+    session holds it.
+
+    On a connection from a pool, the lock would last only as long as the pool keeps
+    that connection, which it may close (``max_lifetime``) while the erasure is still
+    signing: the lease is held on a connection of its own instead, opened with the
+    pool's parameters and kept by the flow until it releases the lease (it takes no
+    pool slot, so erasures never wait for one another's connections)."""
     sql = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
-    rows = session.query(sql, (LEASE_CLASS, receipt_id))
-    return session if rows and rows[0][0] else None
+    pool = getattr(session, "pool", None)
+    if pool is None:
+        rows = session.query(sql, (LEASE_CLASS, receipt_id))
+        return session if rows and rows[0][0] else None
+    conninfo, kwargs = (_resolved(session, v) for v in (pool.conninfo, pool.kwargs))
+    own = psycopg.Connection.connect(conninfo or "", **_lease_kwargs(kwargs))
+    try:
+        row = own.execute(sql, (LEASE_CLASS, receipt_id)).fetchone()
+    except BaseException:
+        own.close()
+        raise
+    if row is None or not row[0]:
+        own.close()
+        return None
+    return own
+
+
+def _resolved(session: Session, value: Any) -> Any:
+    """A pool parameter: as given, or what its (sync or async) callable returns."""
+    if not callable(value):
+        return value
+    value = value()
+    if inspect.iscoroutine(value):  # an async pool's: awaited on its loop
+        assert isinstance(session, AsyncBridgeSession)
+        return session._call(value)
+    return value
+
+
+def _lease_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """The pool's connection parameters, as a plain autocommit connection (an idle
+    session, not one idle in a transaction; its cursor and row types are the pool's
+    business, possibly async)."""
+    drop = {"autocommit", "row_factory", "cursor_factory", "context", "prepare_threshold"}
+    return {**{k: v for k, v in (kwargs or {}).items() if k not in drop}, "autocommit": True}
 
 
 def release_lease(session: Session, receipt_id: str, token: Any) -> None:
     """End a lease taken by :func:`take_lease`, on the connection that holds it: with a
-    pool, later calls may get other connections, where an unlock would do nothing."""
+    pool, its own connection, closed (which ends the lock); else the saver's."""
+    if isinstance(token, psycopg.Connection):
+        token.close()
+        return
     holder: Session = session
     if isinstance(token, SyncSession | AsyncBridgeSession):
         if token.conn.closed:
@@ -1063,18 +1109,23 @@ class PostgresBackend:
             frozenset((a, b, c) for a, b, c in self._deleted.get("checkpoint_blobs", ())),
         )
 
-    def write_journal(
-        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
-    ) -> None:
-        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
-        the erased thread's id; it commits with the deletion, so a receipt can still be
-        issued after a crash. Leased first (before the commit makes it visible), so no
-        recovery completes it while this erasure is running."""
+    def lease_entry(self, receipt_id: str) -> None:
+        """Lease the journal entry ``receipt_id`` will be (when :func:`lease.owning`),
+        first in the erasure transaction: before anything irreversible, so a lease that
+        cannot be taken fails the erasure while all of it still rolls back; and before
+        the commit makes the entry visible, so no recovery completes it meanwhile."""
         if lease.owning():
             holder = take_lease(self.session, receipt_id)
             if holder is None:
                 raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
             lease.owned(receipt_id, holder)
+
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
+        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
+        the erased thread's id; it commits with the deletion, so a receipt can still be
+        issued after a crash (leased since :meth:`lease_entry`)."""
         self.session.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (%s, %s, %s, %s)",

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ __all__ = [
     "journal_receipts",
     "journal_residue",
     "latest_checkpoint",
+    "lease_file",
     "locate",
     "mark_issued",
     "namespace_condition",
@@ -254,41 +256,71 @@ def pending_journal(
 
 _NO_FILE = "in-process"
 """The lease token of a database without a file (``:memory:``: no other process sees
-it) or a platform without ``flock``: the in-process lease only."""
+it) or a platform without ``fcntl``: the in-process lease only."""
+
+_LEASE_FILES: dict[str, int] = {}
+"""Lease file path -> this process's descriptor on it, kept open for the process's life:
+a POSIX record lock belongs to the process and ends when *any* of its descriptors on
+the file is closed, so one per file is opened and never closed."""
+_LEASE_FILES_LOCK = threading.Lock()
+
+
+def lease_file(path: str) -> str:
+    """The lease file of the database at ``path``: one per database, in its directory,
+    named by a hash of its real path - a fixed length, so it fits wherever the database
+    (and SQLite's own ``-wal``/``-shm`` next to it) fits, whatever its name's length."""
+    real = os.path.realpath(path)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:24]
+    return os.path.join(os.path.dirname(real), f"erasure-lease-{digest}")
+
+
+def _lease_offset(receipt_id: str) -> int:
+    """The byte of the lease file locked for ``receipt_id`` (62 bits of its hash: two
+    concurrent receipt ids sharing one is as likely as a hash collision)."""
+    return int.from_bytes(hashlib.sha256(receipt_id.encode()).digest()[:8], "big") >> 2
+
+
+def _lease_fd(name: str) -> int:
+    with _LEASE_FILES_LOCK:
+        fd = _LEASE_FILES.get(name)
+        try:
+            if fd is not None and os.fstat(fd).st_ino == os.stat(name).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        # First use, or the file was removed or replaced: other processes lock the one
+        # at the path now. The old descriptor stays open (closing it would end this
+        # process's other locks on that file).
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        _LEASE_FILES[name] = fd
+        return fd
 
 
 def take_lease(conn: sqlite3.Connection, receipt_id: str) -> Any:
-    """Lease an open journal entry: an exclusive ``flock`` on ``<db>-lease-<receipt
-    id>``, held until released or until the holder dies (the kernel drops it). Returns
-    the token for :func:`release_lease`, or None if another process holds it."""
+    """Lease an open journal entry: an exclusive ``fcntl`` lock on one byte (keyed by
+    the receipt id) of the database's :func:`lease_file`, held until released or until
+    the holder dies (the kernel drops it). Returns the token for :func:`release_lease`,
+    or None if another process holds it. Record locks do not exclude the process
+    itself: within it, ``lease.claim`` does."""
     path = database_path(conn)
     if path == ":memory:" or fcntl is None:
         return _NO_FILE
-    name = f"{path}-lease-{receipt_id}"
-    fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _lease_fd(lease_file(path))
+    offset = _lease_offset(receipt_id)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # Locked, but maybe a file its holder removed meanwhile: only the file at the
-        # path counts (its holder removes it on release, while still holding it).
-        if os.fstat(fd).st_ino != os.stat(name).st_ino:
-            raise BlockingIOError
-    except OSError:
-        os.close(fd)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+    except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: another holder
         return None
-    return (fd, name)
+    return (fd, offset)
 
 
 def release_lease(conn: sqlite3.Connection, receipt_id: str, token: Any) -> None:
-    """End a lease taken by :func:`take_lease` (the lease file is removed)."""
+    """End a lease taken by :func:`take_lease` (the lease file stays: removing it would
+    let a new file at its path be locked beside the old one)."""
     if token == _NO_FILE:
         return
-    fd, name = token
-    try:
-        os.unlink(name)
-    except FileNotFoundError:
-        pass
-    finally:
-        os.close(fd)
+    fd, offset = token
+    fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
 
 
 def still_pending(conn: sqlite3.Connection, receipt_id: str) -> bool:
@@ -955,18 +987,23 @@ class SqliteBackend:
         )
         return None if row is None else str(row[0])
 
-    def write_journal(
-        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
-    ) -> None:
-        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
-        the erased thread's id; it commits with the deletion, so a receipt can still be
-        issued after a crash. Leased first (before the commit makes it visible), so no
-        recovery completes it while this erasure is running."""
+    def lease_entry(self, receipt_id: str) -> None:
+        """Lease the journal entry ``receipt_id`` will be (when :func:`lease.owning`),
+        first in the erasure transaction: before anything irreversible, so a lease that
+        cannot be taken fails the erasure while all of it still rolls back; and before
+        the commit makes the entry visible, so no recovery completes it meanwhile."""
         if lease.owning():
             token = take_lease(self.conn, receipt_id)
             if token is None:
                 raise RuntimeError(f"the lease on journal entry {receipt_id} is taken")
             lease.owned(receipt_id, token)
+
+    def write_journal(
+        self, receipt_id: str, issued_at: str, entry: str, *, thread_id: str | None = None
+    ) -> None:
+        """Insert the journal entry under ``thread_id`` (privacy mode: a commitment) or
+        the erased thread's id; it commits with the deletion, so a receipt can still be
+        issued after a crash (leased since :meth:`lease_entry`)."""
         self.conn.execute(
             "INSERT INTO erasure_journal (receipt_id, thread_id, issued_at, entry) "
             "VALUES (?, ?, ?, ?)",

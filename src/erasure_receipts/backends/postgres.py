@@ -86,13 +86,19 @@ TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 ADVISORY_CLASS = 1162039635
 """First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
 ``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
-SCHEMA_VERSION = "erasure_receipts schema 3"
+SCHEMA_VERSION = "erasure_receipts schema 4"
 """Stored as the trigger function's comment; ``setup()`` upgrades an older version."""
-ENFORCING_VERSIONS = ("erasure_receipts schema 1", "erasure_receipts schema 2", SCHEMA_VERSION)
+ENFORCING_VERSIONS = (
+    "erasure_receipts schema 1",
+    "erasure_receipts schema 2",
+    "erasure_receipts schema 3",
+    SCHEMA_VERSION,
+)
 """Versions whose triggers refuse erased threads: the erasure API uses any of them
 without installing anything (version 1 is the same check, slower and with names
 resolved through the writer's ``search_path``; versions before 3 refuse every write,
-whatever the tombstone's policy: their receipts say ``refuse_all``)."""
+whatever the tombstone's policy: their receipts say ``refuse_all``; version 3 accepted
+writes for a checkpoint that was never saved, so its receipts say ``refuse_all`` too)."""
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 FETCH_ROWS = 500
@@ -162,8 +168,20 @@ BEGIN
         IF (NEW.checkpoint_id COLLATE "C") OPERATOR(pg_catalog.>) bound
            AND pg_catalog.length(NEW.checkpoint_id) OPERATOR(pg_catalog.=) 36
            AND pg_catalog.substr(NEW.checkpoint_id, 15, 1) OPERATOR(pg_catalog.=) '6' THEN
+            -- Writes only for a checkpoint that was itself accepted: a run begun
+            -- before the erasure has its next checkpoint refused, not its writes.
             IF TG_TABLE_NAME OPERATOR(pg_catalog.<>) 'checkpoints' THEN
-                RETURN NEW;
+                PERFORM FROM {{schema}}.checkpoints c
+                    WHERE c.thread_id OPERATOR(pg_catalog.=) NEW.thread_id
+                    AND c.checkpoint_ns OPERATOR(pg_catalog.=) NEW.checkpoint_ns
+                    AND c.checkpoint_id OPERATOR(pg_catalog.=) NEW.checkpoint_id;
+                IF FOUND THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
+                    USING ERRCODE = 'P0001',
+                          DETAIL = pg_catalog.format('erased by receipt %s', receipt),
+                          HINT = 'a write is accepted once its checkpoint is saved';
             END IF;
             root := NEW.metadata OPERATOR(pg_catalog.->) 'parents'
                 OPERATOR(pg_catalog.->>) '';
@@ -955,7 +973,7 @@ class PostgresBackend:
     @property
     def tombstone_policy(self) -> str:
         """What a tombstone of this erasure enforces: the saver's policy where the
-        installed triggers know policies (schema 3), else ``refuse_all``."""
+        installed triggers are this version's, else ``refuse_all``."""
         if self._enforced is None:
             self._enforced = self._policy if self._schema_current() else "refuse_all"
         return self._enforced

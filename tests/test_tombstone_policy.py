@@ -521,3 +521,97 @@ async def test_async_savers_run_begun_before_the_erasure_leaves_no_writes(
             assert await eraser.ais_erased(T)
             assert empty(rows(T)) and not holds_secret(rows(T))
             await anew_conversations(pipeline(saver, erase), eraser.adelete_thread, rows)
+
+
+ORPHAN = "a write for a checkpoint that was never saved"
+
+
+def orphan_write(plain: Any, thread: str = T) -> None:
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": ""}}
+    config["configurable"]["checkpoint_id"] = str(uuid6())
+    plain.put_writes(config, [("messages", [f"c saw {SECRET}"])], "task-stale")
+
+
+def test_sqlite_writes_trigger_of_the_previous_version_is_replaced(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """setup() replaces the previous writes trigger (which let a write through for any
+    fresh uuid6 checkpoint id) in place; the checkpoints trigger is kept."""
+    from erasure_receipts.backends import sqlite as sb
+
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.setup()
+        previous = sb.TOMBSTONE_TRIGGERS.split("CREATE TRIGGER IF NOT EXISTS erasure_tombstone_w")[
+            1
+        ].split("    AND EXISTS (SELECT 1 FROM checkpoints c")[0]
+        saver.conn.executescript(
+            "DROP TRIGGER erasure_tombstone_writes; CREATE TRIGGER erasure_tombstone_w"
+            + previous
+            + "    AND length(NEW.checkpoint_id) = 36 AND substr(NEW.checkpoint_id, 15, 1) = '6')"
+            + f"\nBEGIN SELECT RAISE(ABORT, '{sb.TOMBSTONE_MESSAGE}'); END;"
+        )
+        chat(saver).invoke({"messages": ["x"]}, cfg())
+        saver.delete_thread(T)
+        plain = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
+        orphan_write(plain)  # the previous version's hole
+        assert sqlite_rows(db, T)["writes"] == (1, 1)
+        plain.conn.execute("DELETE FROM writes")
+        plain.conn.commit()
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.setup()
+        sql = dict(saver.conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        assert "FROM checkpoints c WHERE" in sql["erasure_tombstone_writes"]
+        assert "erasure_tombstone_policies" in sql["erasure_tombstone_checkpoints"]
+        with pytest.raises(sqlite3.IntegrityError, match="thread erased"):
+            orphan_write(plain)
+        assert sqlite_rows(db, T)["writes"] == (0, 0)
+        new_conversations(
+            pipeline(saver, lambda: None), saver.delete_thread, lambda t: sqlite_rows(db, t)
+        )
+        plain.conn.close()
+
+
+def test_postgres_schema_3_is_upgraded_in_place(pg_db: str, signer: Signer) -> None:
+    """Schema 3 (writes let through for any fresh uuid6 checkpoint id) still enforces
+    tombstones, so a receipt made on it states ``refuse_all``; setup() replaces its body
+    in place (same function), and the new one refuses writes for unsaved checkpoints."""
+    import psycopg
+
+    from erasure_receipts.backends import postgres as pgb
+
+    with pg(pg_db, signer) as (saver, plain):
+        fn = pgb.TRIGGER_FUNCTION_SQL
+        start = fn.index("            -- Writes only for")
+        end = fn.index("checkpoint is saved';\n", start) + len("checkpoint is saved';\n")
+        v3 = (
+            fn[:start]
+            + "            IF TG_TABLE_NAME OPERATOR(pg_catalog.<>) 'checkpoints' THEN\n"
+            + "                RETURN NEW;\n"
+            + fn[end:]
+        ).replace("{schema}", '"public"')
+        with psycopg.connect(pg_db, autocommit=True) as c:
+            c.execute(v3)
+            c.execute("COMMENT ON FUNCTION erasure_receipts_refuse_erased() IS "
+                      "'erasure_receipts schema 3'")  # fmt: skip
+            oid = c.execute(
+                "SELECT 'erasure_receipts_refuse_erased()'::regprocedure::oid"
+            ).fetchone()
+        chat(plain).invoke({"messages": ["x"]}, cfg("on-v3"))
+        saver.delete_thread("on-v3")
+        assert saver.last_receipt.predicate["scope"]["tombstone_policy"] == "refuse_all"
+        with pytest.raises(Exception, match="thread erased"):
+            orphan_write(plain, "on-v3")  # its tombstone refuses every write
+    with pg(pg_db, signer) as (saver, plain):  # setup(): the upgrade
+        with psycopg.connect(pg_db) as c:
+            row = c.execute(
+                "SELECT oid, obj_description(oid, 'pg_proc') FROM pg_proc "
+                "WHERE proname = 'erasure_receipts_refuse_erased'"
+            ).fetchone()
+        assert row == (oid[0] if oid else None, pgb.SCHEMA_VERSION)
+        chat(saver).invoke({"messages": ["x"]}, cfg())
+        saver.delete_thread(T)
+        assert saver.last_receipt.predicate["scope"]["tombstone_policy"] == "new_conversations"
+        with pytest.raises(Exception, match="thread erased"):
+            orphan_write(plain)
+        assert empty(pg_rows(pg_db, T))

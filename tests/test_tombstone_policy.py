@@ -615,3 +615,35 @@ def test_postgres_schema_3_is_upgraded_in_place(pg_db: str, signer: Signer) -> N
         with pytest.raises(Exception, match="thread erased"):
             orphan_write(plain)
         assert empty(pg_rows(pg_db, T))
+
+
+def test_attesting_saver_holds_early_writes_until_their_checkpoint(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Writes that come before their checkpoint are stored with it, or dropped (and
+    refused from then on) if the checkpoint is refused; never stored on their own."""
+    db = tmp_path / "a.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.setup()
+        chat(saver).invoke({"messages": [SECRET]}, cfg())
+        head = saver.get_tuple(cfg()).config
+        saver.delete_thread(T)
+
+        def writes_for(cid: str, value: str) -> None:
+            c = {"configurable": {"thread_id": T, "checkpoint_ns": "", "checkpoint_id": cid}}
+            saver.put_writes(c, [("messages", [value])], "task")
+
+        fresh = str(uuid6())
+        writes_for(fresh, "early")  # a new conversation's, before its checkpoint
+        assert sqlite_rows(db, T) == {"checkpoints": (0, 0), "writes": (0, 0)}
+        put(saver, None, cid=fresh)
+        assert sqlite_rows(db, T) == {"checkpoints": (1, 0), "writes": (1, 0)}
+        stale = str(uuid6())
+        writes_for(stale, f"c saw {SECRET}")  # a run begun before the erasure
+        with pytest.raises(ThreadErasedError):
+            put(saver, head, cid=stale)  # its checkpoint: a child of the erased head
+        with pytest.raises(ThreadErasedError):
+            writes_for(stale, f"c saw {SECRET}")  # once refused, refused at once
+        with pytest.raises(ThreadErasedError):
+            writes_for(head["configurable"]["checkpoint_id"], "for the erased head")
+        assert sqlite_rows(db, T) == {"checkpoints": (1, 0), "writes": (1, 0)}

@@ -142,6 +142,7 @@ DECLARE
     bound pg_catalog.text;
     root pg_catalog.text;
     receipt pg_catalog.text;
+    saved pg_catalog.bool;
 BEGIN
     -- The shared lock first, then the look-up in a new snapshot (the function is
     -- VOLATILE: under READ COMMITTED each statement sees what committed before it), so
@@ -168,14 +169,16 @@ BEGIN
         IF (NEW.checkpoint_id COLLATE "C") OPERATOR(pg_catalog.>) bound
            AND pg_catalog.length(NEW.checkpoint_id) OPERATOR(pg_catalog.=) 36
            AND pg_catalog.substr(NEW.checkpoint_id, 15, 1) OPERATOR(pg_catalog.=) '6' THEN
-            -- Writes only for a checkpoint that was itself accepted: a run begun
-            -- before the erasure has its next checkpoint refused, not its writes.
+            -- Writes only for a saved checkpoint (one accepted here): a run begun
+            -- before the erasure has its next checkpoint refused, and so its writes.
+            -- The checkpoints table next to the written one, named explicitly.
             IF TG_TABLE_NAME OPERATOR(pg_catalog.<>) 'checkpoints' THEN
-                PERFORM FROM {{schema}}.checkpoints c
-                    WHERE c.thread_id OPERATOR(pg_catalog.=) NEW.thread_id
-                    AND c.checkpoint_ns OPERATOR(pg_catalog.=) NEW.checkpoint_ns
-                    AND c.checkpoint_id OPERATOR(pg_catalog.=) NEW.checkpoint_id;
-                IF FOUND THEN
+                EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %I.checkpoints c '
+                    'WHERE c.thread_id OPERATOR(pg_catalog.=) $1 '
+                    'AND c.checkpoint_ns OPERATOR(pg_catalog.=) $2 '
+                    'AND c.checkpoint_id OPERATOR(pg_catalog.=) $3)', TG_TABLE_SCHEMA)
+                    INTO saved USING NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id;
+                IF saved THEN
                     RETURN NEW;
                 END IF;
                 RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'

@@ -40,6 +40,7 @@ from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 
 from . import __version__
+from ._held import HeldWrites, key_of, may_follow
 from .attesting import (
     API_CHECK,
     AsyncFlows,
@@ -86,6 +87,16 @@ def _versions() -> dict[str, str]:
 
 def _thread_of(config: RunnableConfig) -> str:
     return str(config["configurable"]["thread_id"])
+
+
+def _pg_bound(session: Session, thread_id: str) -> str | None:
+    """The thread's ``new_conversations`` tombstone bound, if it has one."""
+    rows = session.query(
+        "SELECT fresh_after FROM erasure_tombstones "
+        "WHERE thread_id = %s AND policy = 'new_conversations'",
+        (thread_id,),
+    )
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 @contextmanager
@@ -215,6 +226,7 @@ class AttestingPostgresSaver(
         tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
+        self._held_writes = HeldWrites()
         self._init_attesting(
             signer,
             store,
@@ -288,9 +300,18 @@ class AttestingPostgresSaver(
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """The parent's ``put``; a write to a tombstoned thread raises
-        ``ThreadErasedError`` instead of the trigger's database error."""
-        with _tombstone_errors(config):
-            return super().put(config, checkpoint, metadata, new_versions)
+        ``ThreadErasedError`` instead of the trigger's database error. Writes held for
+        this checkpoint are saved after it."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            with _tombstone_errors(config):
+                out = super().put(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            self.put_writes(*item)
+        return out
 
     def put_writes(
         self,
@@ -300,9 +321,23 @@ class AttestingPostgresSaver(
         task_path: str = "",
     ) -> None:
         """The parent's ``put_writes``; a write to a tombstoned thread raises
-        ``ThreadErasedError`` instead of the trigger's database error."""
-        with _tombstone_errors(config):
-            super().put_writes(config, writes, task_id, task_path)
+        ``ThreadErasedError`` instead of the trigger's database error; writes that come
+        before their checkpoint of a new conversation are held until it is saved (see
+        :mod:`erasure_receipts._held`)."""
+        try:
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            key = key_of(config)
+            if not may_follow(key[2], self._db(_pg_bound, key[0])):
+                raise
+            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
 
     # -- the hooks of the shared flows ---------------------------------------------------
 
@@ -369,6 +404,7 @@ class AsyncAttestingPostgresSaver(
         tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
+        self._held_writes = HeldWrites()
         self._init_attesting(
             signer,
             store,
@@ -463,8 +499,16 @@ class AsyncAttestingPostgresSaver(
     ) -> RunnableConfig:
         """The parent's ``aput``; a write to a tombstoned thread raises
         ``ThreadErasedError`` instead of the trigger's database error."""
-        async with self._atombstone_errors(config):
-            return await super().aput(config, checkpoint, metadata, new_versions)
+        key = key_of(config, checkpoint["id"])
+        try:
+            async with self._atombstone_errors(config):
+                out = await super().aput(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            await self.aput_writes(*item)
+        return out
 
     async def aput_writes(
         self,
@@ -475,8 +519,20 @@ class AsyncAttestingPostgresSaver(
     ) -> None:
         """The parent's ``aput_writes``; a write to a tombstoned thread raises
         ``ThreadErasedError`` instead of the trigger's database error."""
-        async with self._atombstone_errors(config):
-            await super().aput_writes(config, writes, task_id, task_path)
+        try:
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            key = key_of(config)
+            if not may_follow(key[2], await self._adb(_pg_bound, key[0])):
+                raise
+            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
 
     # -- the hooks of the shared flows ---------------------------------------------------
 

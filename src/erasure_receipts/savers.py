@@ -34,6 +34,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore
 
 from . import __version__
+from ._held import HeldWrites, key_of, may_follow
 from .attesting import (
     API_CHECK,
     AsyncFlows,
@@ -82,6 +83,16 @@ def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
         if is_tombstone_error(exc):
             raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
         raise
+
+
+def _sqlite_bound(conn: sqlite3.Connection, thread_id: str) -> str | None:
+    """The thread's ``new_conversations`` tombstone bound, if it has one."""
+    row = conn.execute(
+        "SELECT fresh_after FROM erasure_tombstone_policies "
+        "WHERE thread_id = ? AND policy = 'new_conversations'",
+        (thread_id,),
+    ).fetchone()
+    return str(row[0]) if row else None
 
 
 @cache
@@ -213,6 +224,7 @@ class AttestingSqliteSaver(
         tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, serde=serde)
+        self._held_writes = HeldWrites()
         self._init_attesting(
             signer,
             store,
@@ -281,9 +293,18 @@ class AttestingSqliteSaver(
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """The parent's ``put``; a write to a tombstoned thread raises
-        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``."""
-        with _tombstone_errors(config):
-            return super().put(config, checkpoint, metadata, new_versions)
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``. Writes held for
+        this checkpoint are saved after it."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            with _tombstone_errors(config):
+                out = super().put(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            self.put_writes(*item)
+        return out
 
     def put_writes(
         self,
@@ -293,9 +314,23 @@ class AttestingSqliteSaver(
         task_path: str = "",
     ) -> None:
         """The parent's ``put_writes``; a write to a tombstoned thread raises
-        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``."""
-        with _tombstone_errors(config):
-            super().put_writes(config, writes, task_id, task_path)
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``;
+        writes that come before their checkpoint of a new conversation are held until it
+        is saved (see :mod:`erasure_receipts._held`)."""
+        try:
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            key = key_of(config)
+            if not may_follow(key[2], self._db(_sqlite_bound, key[0])):
+                raise
+            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
 
     # -- the hooks of the shared flows ---------------------------------------------------
 
@@ -370,6 +405,7 @@ class AsyncAttestingSqliteSaver(
         tombstone_policy: str = "new_conversations",
     ) -> None:
         super().__init__(conn, serde=serde)
+        self._held_writes = HeldWrites()
         self._init_attesting(
             signer,
             store,
@@ -452,8 +488,16 @@ class AsyncAttestingSqliteSaver(
     ) -> RunnableConfig:
         """The parent's ``aput``; a write to a tombstoned thread raises
         ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
-        async with self._atombstone_errors(config):
-            return await super().aput(config, checkpoint, metadata, new_versions)
+        key = key_of(config, checkpoint["id"])
+        try:
+            async with self._atombstone_errors(config):
+                out = await super().aput(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            await self.aput_writes(*item)
+        return out
 
     async def aput_writes(
         self,
@@ -464,8 +508,20 @@ class AsyncAttestingSqliteSaver(
     ) -> None:
         """The parent's ``aput_writes``; a write to a tombstoned thread raises
         ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
-        async with self._atombstone_errors(config):
-            await super().aput_writes(config, writes, task_id, task_path)
+        try:
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            key = key_of(config)
+            if not may_follow(key[2], await self._adb(_sqlite_bound, key[0])):
+                raise
+            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
 
     # -- the hooks of the shared flows ---------------------------------------------------
 

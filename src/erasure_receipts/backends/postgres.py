@@ -87,13 +87,19 @@ TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 ADVISORY_CLASS = 1162039635
 """First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
 ``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
-SCHEMA_VERSION = "erasure_receipts schema 3"
+SCHEMA_VERSION = "erasure_receipts schema 4"
 """Stored as the trigger function's comment; ``setup()`` upgrades an older version."""
-ENFORCING_VERSIONS = ("erasure_receipts schema 1", "erasure_receipts schema 2", SCHEMA_VERSION)
+ENFORCING_VERSIONS = (
+    "erasure_receipts schema 1",
+    "erasure_receipts schema 2",
+    "erasure_receipts schema 3",
+    SCHEMA_VERSION,
+)
 """Versions whose triggers refuse erased threads: the erasure API uses any of them
 without installing anything (version 1 is the same check, slower and with names
 resolved through the writer's ``search_path``; versions before 3 refuse every write,
-whatever the tombstone's policy: their receipts say ``refuse_all``)."""
+whatever the tombstone's policy: their receipts say ``refuse_all``; version 3 accepted
+writes for a checkpoint that was never saved, so its receipts say ``refuse_all`` too)."""
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 FETCH_ROWS = 500
@@ -137,6 +143,7 @@ DECLARE
     bound pg_catalog.text;
     root pg_catalog.text;
     receipt pg_catalog.text;
+    saved pg_catalog.bool;
 BEGIN
     -- The shared lock first, then the look-up in a new snapshot (the function is
     -- VOLATILE: under READ COMMITTED each statement sees what committed before it), so
@@ -163,8 +170,22 @@ BEGIN
         IF (NEW.checkpoint_id COLLATE "C") OPERATOR(pg_catalog.>) bound
            AND pg_catalog.length(NEW.checkpoint_id) OPERATOR(pg_catalog.=) 36
            AND pg_catalog.substr(NEW.checkpoint_id, 15, 1) OPERATOR(pg_catalog.=) '6' THEN
+            -- Writes only for a saved checkpoint (one accepted here): a run begun
+            -- before the erasure has its next checkpoint refused, and so its writes.
+            -- The checkpoints table next to the written one, named explicitly.
             IF TG_TABLE_NAME OPERATOR(pg_catalog.<>) 'checkpoints' THEN
-                RETURN NEW;
+                EXECUTE pg_catalog.format('SELECT EXISTS (SELECT FROM %I.checkpoints c '
+                    'WHERE c.thread_id OPERATOR(pg_catalog.=) $1 '
+                    'AND c.checkpoint_ns OPERATOR(pg_catalog.=) $2 '
+                    'AND c.checkpoint_id OPERATOR(pg_catalog.=) $3)', TG_TABLE_SCHEMA)
+                    INTO saved USING NEW.thread_id, NEW.checkpoint_ns, NEW.checkpoint_id;
+                IF saved THEN
+                    RETURN NEW;
+                END IF;
+                RAISE EXCEPTION '{TOMBSTONE_MESSAGE}'
+                    USING ERRCODE = 'P0001',
+                          DETAIL = pg_catalog.format('erased by receipt %s', receipt),
+                          HINT = 'a write is accepted once its checkpoint is saved';
             END IF;
             root := NEW.metadata OPERATOR(pg_catalog.->) 'parents'
                 OPERATOR(pg_catalog.->>) '';
@@ -1001,7 +1022,7 @@ class PostgresBackend:
     @property
     def tombstone_policy(self) -> str:
         """What a tombstone of this erasure enforces: the saver's policy where the
-        installed triggers know policies (schema 3), else ``refuse_all``."""
+        installed triggers are this version's, else ``refuse_all``."""
         if self._enforced is None:
             self._enforced = self._policy if self._schema_current() else "refuse_all"
         return self._enforced

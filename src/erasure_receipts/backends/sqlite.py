@@ -130,8 +130,8 @@ CREATE TRIGGER IF NOT EXISTS erasure_tombstone_writes BEFORE INSERT ON writes
 WHEN EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.thread_id)
 AND NOT EXISTS (SELECT 1 FROM erasure_tombstone_policies p
     WHERE p.thread_id = NEW.thread_id AND p.policy = 'new_conversations'
-    AND NEW.checkpoint_id > p.fresh_after
-    AND length(NEW.checkpoint_id) = 36 AND substr(NEW.checkpoint_id, 15, 1) = '6')
+    AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = NEW.thread_id
+        AND c.checkpoint_ns = NEW.checkpoint_ns AND c.checkpoint_id = NEW.checkpoint_id))
 BEGIN SELECT RAISE(ABORT, '{TOMBSTONE_MESSAGE}'); END;
 """
 """A tombstoned thread refuses every write, except under ``new_conversations``: a
@@ -141,6 +141,15 @@ them), its parent's and its root's
 id the erasure removed or the erasure's time as a uuid6, whichever is later. So a
 checkpoint whose parent is an erased one, writes for an erased checkpoint and a run that
 began before the erasure are refused; a conversation started afresh is not."""
+
+
+TRIGGER_MARKS = {
+    "erasure_tombstone_checkpoints": "erasure_tombstone_policies",
+    "erasure_tombstone_writes": "FROM checkpoints c WHERE",
+}
+"""Text only the current version of each trigger holds: a trigger without it is older
+and is replaced (version 2 of the writes trigger accepted writes for a checkpoint that
+was never saved)."""
 
 
 def ensure_tombstones(conn: sqlite3.Connection) -> None:
@@ -157,7 +166,7 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
             "('erasure_tombstone_checkpoints', 'erasure_tombstone_writes')"
         ).fetchall()
     )
-    old = [name for name, sql in triggers.items() if "erasure_tombstone_policies" not in sql]
+    old = [name for name, sql in triggers.items() if TRIGGER_MARKS[name] not in sql]
     if len(triggers) == 2 and not old:  # current: no write lock (never wait on a writer)
         conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
         return

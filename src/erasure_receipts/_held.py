@@ -1,0 +1,74 @@
+"""Writes that arrived before their checkpoint, held until it is saved.
+
+Under ``new_conversations`` the tombstone triggers accept a write for a tombstoned thread
+only once its checkpoint row exists (so a run begun before the erasure, whose checkpoint
+was refused, cannot leave writes behind). LangGraph saves checkpoints and writes in the
+background (``durability="async"``) and a task's writes often reach the saver before
+the checkpoint they belong to. The attesting savers therefore hold such a write in
+memory and save it right after its checkpoint lands; if the checkpoint is refused, the
+held writes are dropped (they belong to the erased conversation).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+Key = tuple[str, str, str]
+Held = tuple[RunnableConfig, Any, str, str]
+LIMIT = 4096
+"""Checkpoints remembered as saved or refused, and checkpoints with writes held."""
+
+
+def key_of(config: RunnableConfig, checkpoint_id: str | None = None) -> Key:
+    conf = config["configurable"]
+    cid = checkpoint_id if checkpoint_id is not None else conf["checkpoint_id"]
+    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), str(cid))
+
+
+def may_follow(checkpoint_id: str, bound: str | None) -> bool:
+    """Whether a checkpoint of this id could still be accepted by a ``new_conversations``
+    tombstone of bound ``bound`` (None: no such tombstone, nothing to wait for)."""
+    return (
+        bound is not None
+        and checkpoint_id > bound
+        and len(checkpoint_id) == 36
+        and checkpoint_id[14] == "6"
+    )
+
+
+class HeldWrites:
+    """Per saver: writes waiting for their checkpoint, and what became of recent ones.
+
+    The lock guards memory only (never held across a database call), so the sync and
+    the async savers share this class.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: OrderedDict[Key, list[Held]] = OrderedDict()
+        self._done: OrderedDict[Key, bool] = OrderedDict()  # True saved, False refused
+
+    def hold(self, key: Key, item: Held) -> bool | None:
+        """Hold ``item`` until ``key``'s checkpoint is saved: True if held, False if it was
+        saved meanwhile (write again now), None if it was refused (refuse the write)."""
+        with self._lock:
+            if key in self._done:
+                return False if self._done[key] else None
+            self._held.setdefault(key, []).append(item)
+            while len(self._held) > LIMIT:  # checkpoints that never came
+                self._held.popitem(last=False)
+            return True
+
+    def settle(self, key: Key, saved: bool) -> list[Held]:
+        """Record the outcome of ``key``'s checkpoint; returns the writes to save now."""
+        with self._lock:
+            self._done[key] = saved
+            self._done.move_to_end(key)
+            while len(self._done) > LIMIT:
+                self._done.popitem(last=False)
+            held = self._held.pop(key, [])
+        return held if saved else []

@@ -1387,8 +1387,9 @@ def _read_trust(file: Path) -> tuple[list[dict[str, Any]], list[Any]]:
 
 
 def _trust_doc(entries: list[dict[str, Any]]) -> bytes:
-    doc = {"trust_version": 1, "keys": entries}
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    from .trust import trust_file_bytes
+
+    return trust_file_bytes(entries)
 
 
 @trust_app.command("add")

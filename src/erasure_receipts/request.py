@@ -43,7 +43,7 @@ from .signing import Signer, pae
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from .verify import TrustedKey, TrustStore
+    from .trust import TrustedKey, TrustStore
 
 __all__ = [
     "AUTHORIZATION_PAYLOAD_TYPE",

@@ -436,9 +436,7 @@ def validate_statement(st: Any) -> dict[str, Any]:
     g = _obj(p["generator"], "predicate.generator", _K_GEN)
     _str(g["name"], "predicate.generator.name", is_name)
     _str(g["version"], "predicate.generator.version", max_len=64)
-    if "request" in p or "authorization" in p:  # section 9.6; only such receipts import it
-        from .request import validate_request_members
-
+    if "request" in p or "authorization" in p:  # section 9.6
         validate_request_members(p)
     return st
 
@@ -712,6 +710,103 @@ def _signatures(v: Any, *, dsse: bool = False) -> tuple[Signature, ...]:
             _str(kid, ("signatures", i, "keyid"), is_hex64)
         out.append(Signature(kid, _b64(s["sig"], ("signatures", i, "sig"), 128)))
     return tuple(out)
+
+
+# -- request and authorization members (RECEIPT_SPEC.md 9.6) ------------------------
+# Their schema is part of a valid receipt, so it lives here; request.py builds and
+# checks the objects and re-exports these names.
+
+AUTHORIZATION_TYPE = "https://langgraph-erasure-receipts.dev/authorization/v1"
+"""The authorization statement's ``_type``."""
+MAX_FIELD = 256
+"""Longest request id, basis and requester (characters)."""
+MAX_AUTH_SIGNATURES = 16
+
+_K_AUTH = frozenset(("statement", "signatures"))
+_K_AUTH_ST = frozenset(("_type", "request_id", "scope", "not_after"))
+_K_AUTH_SIG = frozenset(("keyid", "sig"))
+_K_AUTH_SCOPE = {
+    "thread": frozenset(("kind", "thread_id", "store_namespaces")),
+    "history": frozenset(("kind", "thread_id", "store_namespaces", "keep")),
+    "subject": frozenset(("kind", "subject", "threads", "discovery", "store_namespaces")),
+}
+MAX_AUTH_THREADS = 1000
+"""Explicit threads one subject authorization names (a subject receipt's limit)."""
+
+
+def _namespaces(v: Any, path: JPath) -> list[list[str]]:
+    out = []
+    for i, ns in enumerate(_list(v, path)):
+        out.append([_str(part, (path, i, j)) for j, part in enumerate(_list(ns, (path, i), 1))])
+    return out
+
+
+def _validate_scope(v: Any, path: JPath) -> dict[str, Any]:
+    kind = v.get("kind") if type(v) is dict else None
+    if type(kind) is not str or kind not in KINDS:
+        raise _fail((path, "kind"), f"must be one of {', '.join(KINDS)}")
+    sc = _obj(v, path, _K_AUTH_SCOPE[kind])
+    if kind == "subject":
+        _str(sc["subject"], (path, "subject"), max_len=MAX_THREAD_ID)
+        threads = _list(sc["threads"], (path, "threads"))
+        if len(threads) > MAX_AUTH_THREADS:
+            raise _fail((path, "threads"), f"must have at most {MAX_AUTH_THREADS} items")
+        for i, t in enumerate(threads):
+            _str(t, (path, "threads", i), max_len=MAX_THREAD_ID)
+        if threads != sorted(set(threads)):
+            raise _fail((path, "threads"), "must be sorted and unique")
+        if sc["discovery"] is not None:
+            d = _obj(sc["discovery"], (path, "discovery"), _K_DISCOVERY)
+            _str(d["metadata_key"], (path, "discovery", "metadata_key"), max_len=256)
+        elif not threads:
+            raise _fail((path, "threads"), "must name a thread when discovery is null")
+    else:
+        _str(sc["thread_id"], (path, "thread_id"), max_len=MAX_THREAD_ID)
+    if kind == "history" and sc["keep"] != "latest":
+        raise _fail((path, "keep"), 'must be "latest"')
+    _namespaces(sc["store_namespaces"], (path, "store_namespaces"))
+    return sc
+
+
+def _validate_authorization(v: Any, path: JPath) -> tuple[dict[str, Any], tuple[Signature, ...]]:
+    a = _obj(v, path, _K_AUTH)
+    st = _obj(a["statement"], (path, "statement"), _K_AUTH_ST)
+    if st["_type"] != AUTHORIZATION_TYPE:
+        raise _fail((path, "statement", "_type"), f"must be {AUTHORIZATION_TYPE!r}")
+    _str(st["request_id"], (path, "statement", "request_id"), max_len=MAX_FIELD)
+    _validate_scope(st["scope"], (path, "statement", "scope"))
+    _str(st["not_after"], (path, "statement", "not_after"), is_time, max_len=64)
+    sigs = _list(a["signatures"], (path, "signatures"), 1)
+    if len(sigs) > MAX_AUTH_SIGNATURES:
+        raise _fail((path, "signatures"), f"must have at most {MAX_AUTH_SIGNATURES} items")
+    out = []
+    for i, s in enumerate(sigs):
+        s = _obj(s, (path, "signatures", i), _K_AUTH_SIG)
+        kid = _str(s["keyid"], (path, "signatures", i, "keyid"), is_hex64)
+        out.append(Signature(kid, _b64(s["sig"], (path, "signatures", i, "sig"), 128)))
+    return st, tuple(out)
+
+
+_K_REQUEST = frozenset(("id", "basis", "requester", "received_at", "due"))
+
+
+def validate_request_members(p: Mapping[str, Any]) -> None:
+    """Schema of the predicate's optional ``request`` and ``authorization`` members
+    (:func:`validate_statement` checks them when either is present); raises
+    ``MalformedReceiptError`` with reason ``schema``."""
+    if "request" in p:
+        r = _obj(p["request"], "predicate.request", _K_REQUEST)
+        _str(r["id"], "predicate.request.id", max_len=MAX_FIELD)
+        _str(r["basis"], "predicate.request.basis", max_len=MAX_FIELD)
+        if r["requester"] is not None:
+            _str(r["requester"], "predicate.request.requester", max_len=MAX_FIELD)
+        for k in ("received_at", "due"):
+            if r[k] is not None:
+                _str(r[k], ("predicate.request", k), is_time, max_len=64)
+    if "authorization" in p:
+        if "request" not in p:
+            raise _fail("predicate.authorization", "requires predicate.request")
+        _validate_authorization(p["authorization"], "predicate.authorization")
 
 
 def statement_from_payload(payload: bytes) -> dict[str, Any]:

@@ -1,11 +1,18 @@
 """Structure-aware fuzzing of ``verify_receipt`` (and, for a sample, ``receipt verify``).
 
     python bench/fuzz_verify.py [--mutations 100000] [--seed 7] [--no-write]
+                                [--seeds F | --save-seeds F] [--skip-violation NAME ...]
 
-Starts from genuine receipts of every kind (a thread receipt without ``kind`` and the
-golden history, subject, privacy-mode subject and ``kind: "thread"`` receipts; each as a
-receipt file with and without the embedded key, with two signatures, as a DSSE envelope)
-and mutates them in ways that know the format:
+Starts from genuine receipts of every kind, each as a receipt file with and without the
+embedded key, with two signatures and as a DSSE envelope: a kindless thread receipt with
+every optional shape, the golden corpus's good receipts (tests/golden/good), and
+receipts the library issues afresh by real erasures of a real LangGraph graph's SQLite
+file (``fuzz_seeds.py``): ``kind: "thread"`` with the store in
+the database, in another file (swept) and none with the residue scan, ``history`` with
+kept state and needles, ``subject`` with units and needles, ``subject`` in privacy mode
+(commitments), request context and a four-eyes authorization (the approver's key is in
+the trust set), empty scopes (``allow_empty``). It mutates them in ways that know the
+format:
 
 * ``tree``: type confusion at every JSON path (null, booleans, numbers at and past the
   I-JSON limit, floats, strings, arrays, objects, lone surrogates), deleted and added
@@ -18,13 +25,19 @@ and mutates them in ways that know the format:
   data, whitespace;
 * ``dsse_payload``: the statement inside a DSSE payload changed or re-serialised without
   re-signing;
-* ``resigned_semantic``: statements that violate the semantics (e.g. non-empty post-state
-  with status ``erased``, rows without bytes, store rows without methods.store, a missing
-  residue disclosure, a broken unit or kept state) *signed by the trusted key*: must be
-  rejected by semantics;
+* ``resigned_semantic``: statements that violate the semantics *signed by the trusted
+  key*, chosen for the seed's kind (``VIOLATIONS``): a non-empty post-state with status
+  ``erased``, rows without bytes, a store table without a store namespace or method, no
+  residue (or no free-space disclosure) on SQLite; a history receipt whose kept digest,
+  leaves or checkpoints disagree; a subject receipt whose units do not add up, miss a
+  thread or do not hash into the root; a privacy receipt with a raw id or salted
+  needles; needles remaining; a request received after the erasure; an authorization
+  for another request or scope, expired, by an untrusted key or with a broken
+  signature. Must be rejected, with a semantic reason (any documented code but the
+  parse, signature and key ones);
 * ``resigned_schema``: type confusion etc. inside the statement, signed by the trusted key;
-* ``keys``: signed by an untrusted key, by a trusted key outside its window, keyid hints
-  that lie;
+* ``keys``: signed by an untrusted key, by a trusted key outside its window, by the
+  approver's key (trusted only to authorize), keyid hints that lie;
 * ``object``: ``Receipt`` objects whose ``statement``/``payload``/``signatures`` were
   swapped or mutated in place after parsing.
 
@@ -32,12 +45,17 @@ Oracle, for every case: no exception other than ``erasure_receipts.Error``; ever
 rejection reason is a documented code (``verify.REASONS``); and an accept returns exactly
 the statement of the payload the trusted signature covers (the genuine one for every
 unsigned mutation, the re-signed one for ``resigned_schema``, which must then also pass
-the JSON Schema), with its reported fields taken from that statement. ``resigned_semantic``
-and ``keys`` cases must never be accepted. Every 50th case also runs through ``receipt
-verify --json`` in-process, and its output is validated against the verify-result schema.
+the JSON Schema), with its reported fields taken from that statement (scope id, status,
+request, approver). ``resigned_semantic`` and ``keys`` cases must never be accepted.
+Reason codes are read from ``verify.REASONS``, so new ones need no change here. Every
+50th case also runs through ``receipt verify --json --trust`` in-process, and its output
+is validated against the verify-result schema. The summary counts cases, accepts,
+rejects and failures per seed (``by_seed``) and per receipt kind (``by_kind``).
 
-Deterministic for a seed (the wall time is the only varying figure). Prints a JSON
-summary and writes ``bench/results/fuzz_verify.json``.
+Deterministic for a seed and a set of seed receipts (the wall time is the only varying
+figure). The library's receipts carry fresh checkpoint ids and times, so each process
+issues its own: ``--save-seeds F`` writes them, ``--seeds F`` replays a run exactly.
+Prints a JSON summary and writes ``bench/results/fuzz_verify.json``.
 """
 
 from __future__ import annotations
@@ -65,6 +83,7 @@ from erasure_receipts import digest
 from erasure_receipts.canonical import canonicalize
 from erasure_receipts.errors import Error
 from erasure_receipts.receipt import DSSE_PAYLOAD_TYPE, Receipt, Signature, build_statement
+from erasure_receipts.request import authorize, authorized_scope
 from erasure_receipts.signing import Signer, pae
 from erasure_receipts.verify import (
     REASONS,
@@ -79,15 +98,22 @@ REPO = Path(__file__).resolve().parents[1]
 TRUSTED = Signer.from_seed(bytes(range(32)))
 ATTACKER = Signer.from_seed(b"\x01" * 32)
 RETIRED = Signer.from_seed(b"\x02" * 32)  # trusted, but only for receipts before 2020
+APPROVER = Signer.from_seed(b"\x03" * 32)  # trusted to authorize erasures, not to sign receipts
 TRUST = TrustStore(
-    [TRUSTED.public_key, TrustedKey(RETIRED.public_key, "retired", None, "2020-01-01T00:00:00Z")]
-)
-REASON_CODES = frozenset(code for code, _exit, _meaning in REASONS)
-SEMANTIC_REASONS = frozenset(
-    ("inconsistent", "subject_digest_mismatch", "subject_name_mismatch", "not_empty",
-     "check_failed", "out_of_scope_missing", "units_mismatch", "needles_remain",
-     "scope_mismatch", "residue_missing")
+    [TRUSTED.public_key, TrustedKey(RETIRED.public_key, "retired", None, "2020-01-01T00:00:00Z"),
+     TrustedKey(APPROVER.public_key, "dpo", role="approver")]
 )  # fmt: skip
+REASON_CODES = frozenset(code for code, _exit, _meaning in REASONS)
+NOT_SEMANTIC = frozenset(
+    ("ok", "unreadable", "too_large", "not_utf8", "not_json", "duplicate_key", "float",
+     "unknown_version", "unknown_type", "unknown_predicate", "schema", "integer_range",
+     "keyid_mismatch", "not_canonical", "no_trusted_keys", "bad_signature", "untrusted_key",
+     "key_not_valid_at_time", "not_in_log", "internal_error")
+)  # fmt: skip
+SEMANTIC_REASONS = REASON_CODES - NOT_SEMANTIC
+"""Every documented code but those of parsing, signatures, keys and I/O: a re-signed
+statement that breaks a rule must be refused by a rule. Read from ``verify.REASONS``, so
+a rule with a new code counts."""
 MEDIA_TYPE = "application/vnd.langgraph-erasure-receipt.v1+json"
 
 
@@ -140,21 +166,11 @@ def sign_payload(payload: bytes, signer: Signer = TRUSTED) -> dict[str, Any]:
     return {"keyid": signer.key_id, "sig": b64(signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))}
 
 
-KIND_FILES = ("history.json", "subject.json", "subject-privacy.json", "thread.json")
-"""Golden receipts of every kind (RECEIPT_SPEC.md 9): their statements are fuzzed too."""
-
-
-def kind_statements() -> list[dict[str, Any]]:
-    """The statements of the golden receipts of every kind (history, subject with and
-    without privacy, thread with ``kind``)."""
-    good = REPO / "tests" / "golden" / "good"
-    return [json.loads((good / n).read_bytes())["statement"] for n in KIND_FILES]
-
-
 class Genuine:
-    def __init__(self, statement: dict[str, Any] | None = None) -> None:
-        st = genuine_statement() if statement is None else statement
-        self.receipt = Receipt.sign(st, TRUSTED)
+    def __init__(self, label: str = "thread_kindless", statement: dict[str, Any] | None = None):
+        self.label = label
+        self.receipt = Receipt.sign(genuine_statement() if statement is None else statement,
+                                    TRUSTED)  # fmt: skip
         self.payload = self.receipt.payload
         self.statement = json.loads(self.payload)
         file_doc = self.receipt.to_dict()
@@ -169,6 +185,37 @@ class Genuine:
             ("file", file_doc), ("file_nokey", no_key), ("file_2sig", two_sigs),
             ("dsse", dsse), ("dsse_nokeyid", dsse_nokeyid),
         ]  # fmt: skip
+        self.kind = kind_of(self.statement)
+
+
+def kind_of(st: dict[str, Any]) -> str:
+    kind = st["predicate"].get("kind")
+    return "thread (no kind)" if kind is None else str(kind)
+
+
+def golden_statements() -> dict[str, dict[str, Any]]:
+    """The statements of the golden good receipt files (tests/golden/good), one per
+    distinct statement; those with an authorization are left out (their approver is
+    not this trust set's)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((REPO / "tests" / "golden" / "good").glob("*.json")):
+        doc = json.loads(path.read_bytes())
+        if "statement" not in doc:  # a DSSE envelope: the same statement as a file's
+            continue
+        st = doc["statement"]
+        if "authorization" not in st["predicate"] and st not in out.values():
+            out[f"golden:{path.stem}"] = st
+    return out
+
+
+def genuines(seed_file: Path | None = None) -> list[Genuine]:
+    """The kindless receipt first, then the library's receipts of every kind and the
+    golden corpus's."""
+    import fuzz_seeds
+
+    issued = fuzz_seeds.load(seed_file) if seed_file else fuzz_seeds.seeds(TRUSTED, APPROVER)
+    rest = {**issued, **golden_statements()}
+    return [Genuine(), *(Genuine(label, st) for label, st in sorted(rest.items()))]
 
 
 # -- a JSON writer that can also write what json.dumps refuses ---------------------------------
@@ -537,8 +584,7 @@ def v_subject_digest(r: random.Random, st: dict[str, Any]) -> None:
 
 
 def v_subject_name(r: random.Random, st: dict[str, Any]) -> None:
-    name = st["subject"][0]["name"]
-    prefix, _, tid = name.partition(":")
+    prefix, _, tid = st["subject"][0]["name"].partition(":")
     other = r.choice([k for k in ("langgraph-thread", "langgraph-thread-history",
                                   "langgraph-subject") if k != prefix])  # fmt: skip
     st["subject"][0]["name"] = r.choice(
@@ -579,48 +625,276 @@ def v_pre_rows_zero(r: random.Random, st: dict[str, Any]) -> None:
     pre["leaves"] = 0  # non-empty digest with zero leaves
 
 
+# Kind-aware violations: each breaks one rule of RECEIPT_SPEC.md and leaves the rest of
+# the statement consistent, so the rule itself must refuse it.
+
+Predicate = dict[str, Any]
+
+
+def _rows(tables: dict[str, Any]) -> bool:
+    return any(t["rows"] for t in tables.values())
+
+
+def _store_rows(p: Predicate) -> bool:
+    return bool(p["pre_state"]["tables"].get("store", {}).get("rows"))
+
+
 def v_rows_without_bytes(r: random.Random, st: dict[str, Any]) -> None:
-    tables = st["predicate"]["pre_state"]["tables"]
-    name = r.choice([k for k, t in tables.items() if t["rows"]])
-    tables[name]["bytes"] = r.choice((0, tables[name]["rows"] - 1))
-
-
-def v_store_method(r: random.Random, st: dict[str, Any]) -> None:
-    """Store rows without methods.store, or methods.store without store namespaces."""
+    """Rows measured with 0 bytes, or fewer bytes than rows (every row stores at least
+    one byte), in the pre-state or the kept state."""
     p = st["predicate"]
-    if "store" in p["methods"] and r.random() < 0.5:
-        del p["methods"]["store"]
-    else:
-        p["methods"]["store"] = r.choice(("sweep", "atomic-transaction"))
-        p["scope"]["store_namespaces"] = []
+    state = p["kept_state"] if "kept_state" in p and _rows(p["kept_state"]["tables"]) and (
+        r.random() < 0.3) else p["pre_state"]  # fmt: skip
+    name = r.choice([k for k, t in state["tables"].items() if t["rows"]])
+    table = state["tables"][name]
+    table["bytes"] = r.choice((0, table["rows"] - 1))
+    for u in p.get("units") or ():  # the units still add up to the pre-state
+        if name in u["tables"] and u["tables"][name]["rows"]:
+            u["tables"][name]["bytes"] = table["bytes"]
+            table = {"rows": 0, "bytes": 0}  # the first unit holds them all
+        elif name in u["tables"]:
+            u["tables"][name]["bytes"] = 0
 
 
-def v_residue(r: random.Random, st: dict[str, Any]) -> None:
-    """An SQLite receipt without residue, or a kind receipt without its free-space
-    disclosure."""
+def v_residue_empty(r: random.Random, st: dict[str, Any]) -> None:
+    """An SQLite receipt with no residue at all (no free-space disclosure)."""
+    st["predicate"]["residue"] = []
+
+
+def v_free_space_missing(r: random.Random, st: dict[str, Any]) -> None:
+    """An SQLite receipt whose free-space disclosure (of a database file) is left out."""
+    res = st["predicate"]["residue"]
+    drop = r.choice([x["action"] for x in res if _free_space(x["action"])])
+    res[:] = [x for x in res if x["action"] != drop]
+
+
+def _free_space(action: str) -> bool:
+    return action.startswith(("sqlite.live_page_free_space", "residue_scan"))
+
+
+def v_store_without_namespace(r: random.Random, st: dict[str, Any]) -> None:
+    """Store rows erased with no store namespace in scope."""
+    st["predicate"]["scope"]["store_namespaces"] = []
+
+
+def v_store_without_method(r: random.Random, st: dict[str, Any]) -> None:
+    """Store rows erased with no ``methods.store``."""
+    del st["predicate"]["methods"]["store"]
+
+
+def v_store_method_without_namespace(r: random.Random, st: dict[str, Any]) -> None:
+    """A store method with no store namespace in scope (and no store rows)."""
     p = st["predicate"]
-    disclosures = ("sqlite.live_page_free_space", "residue_scan")
-    if "kind" in p and any(x["action"] in disclosures for x in p["residue"]) and r.random() < 0.7:
-        p["residue"] = [x for x in p["residue"] if x["action"] not in disclosures]
+    p["methods"]["store"] = r.choice(("atomic-transaction", "sweep"))
+    p["scope"]["store_namespaces"] = []
+
+
+def v_kept_leaves(r: random.Random, st: dict[str, Any]) -> None:
+    kept = st["predicate"]["kept_state"]
+    kept["leaves"] += r.choice((1, 2, -1 if kept["leaves"] else 3))
+
+
+def v_kept_digest(r: random.Random, st: dict[str, Any]) -> None:
+    """A kept digest that disagrees with its leaf count (empty root with rows, or a
+    non-empty root once every kept row is gone)."""
+    kept = st["predicate"]["kept_state"]
+    if kept["leaves"] and r.random() < 0.6:
+        kept["digest"]["sha256"] = _empty_root()
     else:
-        p["residue"] = []
+        for t in kept["tables"].values():
+            t["rows"] = t["bytes"] = 0
+        kept["leaves"] = 0
+        kept["checkpoints"] = []
+        if kept["digest"]["sha256"] == _empty_root():
+            kept["digest"]["sha256"] = _root(r)
 
 
-def v_kind_member(r: random.Random, st: dict[str, Any]) -> None:
-    """A history receipt's kept state, a subject receipt's units or needles broken."""
+def v_kept_checkpoints(r: random.Random, st: dict[str, Any]) -> None:
+    """Kept checkpoints duplicated, out of order, or more than the kept rows."""
+    cps = st["predicate"]["kept_state"]["checkpoints"]
+    op = r.randrange(3)
+    if op == 0 and cps:
+        cps.append(copy.deepcopy(cps[0]))
+    elif op == 1 and len(cps) > 1:
+        cps.reverse()
+    else:
+        cps.append({"checkpoint_ns": "\uffff", "checkpoint_id": "ffffffff-extra"})
+
+
+def v_unit_digest(r: random.Random, st: dict[str, Any]) -> None:
+    """A unit whose digest is not the one hashed into the root."""
+    u = r.choice([u for u in st["predicate"]["units"] if u["leaves"]])
+    u["digest"]["sha256"] = _root(r)
+
+
+def v_unit_missing(r: random.Random, st: dict[str, Any]) -> None:
+    units = st["predicate"]["units"]
+    units.pop(r.randrange(len(units)))
+
+
+def v_unit_counts(r: random.Random, st: dict[str, Any]) -> None:
+    """A unit's rows or bytes that do not add up to the pre-state."""
+    u = r.choice(st["predicate"]["units"])
+    t = u["tables"][r.choice(sorted(u["tables"]))]
+    if r.random() < 0.5:
+        t["bytes"] += r.choice((1, 100))
+    else:  # the unit stays self-consistent, the sum does not
+        t["rows"] += 1
+        t["bytes"] += 40
+        u["leaves"] += 1
+        if u["digest"]["sha256"] == _empty_root():
+            u["digest"]["sha256"] = _root(r)
+
+
+def v_unit_thread(r: random.Random, st: dict[str, Any]) -> None:
+    """A thread in scope that no unit measures, or units out of order."""
     p = st["predicate"]
-    if "needles" in p and r.random() < 0.3:
-        p["needles"]["occurrences_after"] = r.randint(1, 5)
-    elif "kept_state" in p:
-        p["kept_state"]["leaves"] += 1
+    if len(p["units"]) > 1 and r.random() < 0.3:
+        p["units"].reverse()
     else:
-        unit = r.choice(p["units"])
-        unit["digest"]["sha256"] = _root(r)
+        p["scope"]["threads"] = sorted({*p["scope"]["threads"], _like(p["scope"]["threads"])})
 
 
-SEMANTIC_VIOLATIONS = [v_not_empty, v_post_digest, v_leaves, v_subject_digest, v_subject_name,
-                       v_check, v_out_of_scope, v_tables, v_pre_empty, v_pre_rows_zero,
-                       v_rows_without_bytes, v_store_method, v_residue, v_kind_member]  # fmt: skip
+def _like(threads: list[str]) -> str:
+    """Another thread id of the same form (a commitment in privacy mode)."""
+    if threads and threads[0].startswith("hmac-sha256:"):
+        return "hmac-sha256:" + "0" * 64
+    return "mallory-chat-1"
+
+
+def v_needles_remain(r: random.Random, st: dict[str, Any]) -> None:
+    st["predicate"]["needles"]["occurrences_after"] = r.randint(1, 5)
+
+
+def v_privacy_raw(r: random.Random, st: dict[str, Any]) -> None:
+    """A privacy-mode receipt naming a subject, thread, namespace, database or requester
+    in clear, or with salted needles; all else consistent (the units re-hashed)."""
+    p = st["predicate"]
+    scope = p["scope"]
+    op = r.randrange(6)
+    if op == 0:
+        scope["subject"] = "bob"
+        st["subject"][0]["name"] = "langgraph-subject:bob"
+    elif op == 1 and scope["threads"]:
+        i = r.randrange(len(scope["threads"]))
+        old, raw = scope["threads"][i], f"bob-{i + 1}"
+        scope["threads"] = sorted({*scope["threads"][:i], *scope["threads"][i + 1 :], raw})
+        for u in p["units"]:
+            if u["name"] == f"thread:{old}":
+                u["name"] = f"thread:{raw}"
+        p["units"].sort(key=lambda u: u["name"])
+        _rehash_units(st)
+    elif op == 2 and scope["store_namespaces"]:
+        scope["store_namespaces"][0] = ["users", "bob"]
+    elif op == 3:
+        p["backend"]["database"] = "/var/lib/app/state.db"
+    elif op == 4 and p.get("request", {}).get("requester") is not None:
+        p["request"]["requester"] = "dpo@example.com"
+    else:
+        p["needles"]["salt"] = b64(bytes(range(16)))
+
+
+def _rehash_units(st: dict[str, Any]) -> None:
+    p = st["predicate"]
+    if not p["pre_state"]["leaves"]:
+        return
+    root = digest.units_root(
+        (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"])) for u in p["units"]
+    ).hex()
+    p["pre_state"]["digest"]["sha256"] = st["subject"][0]["digest"]["sha256"] = root
+
+
+def v_empty_with_rows(r: random.Random, st: dict[str, Any]) -> None:
+    """An empty scope that claims rows under the empty root."""
+    pre = st["predicate"]["pre_state"]
+    pre["tables"][r.choice(sorted(pre["tables"]))] = {"rows": 1, "bytes": 40}
+    pre["leaves"] = 1
+
+
+def v_request_times(r: random.Random, st: dict[str, Any]) -> None:
+    """A request received after the erasure began, or due before it was received."""
+    req = st["predicate"]["request"]
+    if r.random() < 0.5:
+        req["received_at"] = "2026-11-29T12:00:00.000001Z"  # just after issued_at
+    else:
+        req["due"] = req["received_at"]
+
+
+def v_authorization(r: random.Random, st: dict[str, Any]) -> None:
+    """An authorization for another request or scope, expired, by a key not trusted to
+    approve (the attacker's, the receipt signer's), or with a broken signature."""
+    p = st["predicate"]
+    op = r.randrange(6)
+    if op == 0:
+        p["request"]["id"] += "-other"
+        return
+    if op == 1:
+        p["issued_at"] = "2026-12-15T00:00:00.000001Z"  # just after not_after
+        return
+    if op == 5:
+        sig = bytearray(base64.b64decode(p["authorization"]["signatures"][0]["sig"]))
+        sig[r.randrange(len(sig))] ^= 1 << r.randrange(8)
+        p["authorization"]["signatures"][0]["sig"] = b64(bytes(sig))
+        return
+    scope = authorized_scope(p["scope"], p.get("kind", "thread"))
+    signer = APPROVER
+    if op == 2:
+        key = "subject" if "subject" in scope else "thread_id"
+        scope[key] += "x"
+    elif op == 3:
+        scope["store_namespaces"] = [*scope["store_namespaces"], ["users", "mallory"]]
+    else:
+        signer = r.choice((ATTACKER, TRUSTED))
+    auth = authorize(signer, request_id=p["request"]["id"], scope=scope,
+                     not_after=p["authorization"]["statement"]["not_after"])  # fmt: skip
+    p["authorization"] = auth.to_dict()
+
+
+Violation = Callable[[random.Random, dict[str, Any]], None]
+VIOLATIONS: dict[str, tuple[Violation, Callable[[Predicate], bool]]] = {
+    f.__name__: (f, applies)
+    for f, applies in [
+        (v_not_empty, lambda p: True),
+        (v_post_digest, lambda p: True),
+        (v_leaves, lambda p: True),
+        (v_subject_digest, lambda p: True),
+        (v_subject_name, lambda p: True),
+        (v_check, lambda p: bool(p["checks"])),
+        (v_out_of_scope, lambda p: True),
+        (v_tables, lambda p: True),
+        (v_pre_empty, lambda p: bool(p["pre_state"]["leaves"])),
+        (v_pre_rows_zero, lambda p: bool(p["pre_state"]["leaves"])),
+        (v_rows_without_bytes, lambda p: _rows(p["pre_state"]["tables"])),
+        (v_residue_empty, lambda p: p["backend"]["kind"] == "sqlite"),
+        (v_free_space_missing, lambda p: p["backend"]["kind"] == "sqlite"
+            and any(_free_space(x["action"]) for x in p["residue"])),
+        (v_store_without_namespace, lambda p: _store_rows(p) and "units" not in p
+            and "authorization" not in p),
+        (v_store_without_method, lambda p: _store_rows(p) and "store" in p["methods"]),
+        (v_store_method_without_namespace, lambda p: not _store_rows(p) and "units" not in p
+            and "authorization" not in p),
+        (v_kept_leaves, lambda p: "kept_state" in p),
+        (v_kept_digest, lambda p: "kept_state" in p),
+        (v_kept_checkpoints, lambda p: "kept_state" in p),
+        (v_unit_digest, lambda p: any(u["leaves"] for u in p.get("units") or ())),
+        (v_unit_missing, lambda p: len(p.get("units") or ()) > 1),  # the schema needs one
+        (v_unit_counts, lambda p: bool(p.get("units"))),
+        (v_unit_thread, lambda p: "units" in p),
+        (v_needles_remain, lambda p: "needles" in p),
+        (v_privacy_raw, lambda p: "privacy" in p["scope"]),
+        (v_empty_with_rows, lambda p: not p["pre_state"]["leaves"]),
+        (v_request_times, lambda p: "request" in p and p["request"]["received_at"] is not None),
+        (v_authorization, lambda p: "authorization" in p),
+    ]
+}  # fmt: skip
+"""Every re-signed violation by name, with the statements it applies to."""
+GENERIC = frozenset(list(VIOLATIONS)[:10])
+"""The violations every receipt can have (the rest need a member or shape)."""
+
+
+def applicable(st: dict[str, Any], skip: frozenset[str] = frozenset()) -> list[str]:
+    p = st["predicate"]
+    return [n for n, (_f, applies) in VIOLATIONS.items() if n not in skip and applies(p)]
 
 
 def resigned(r: random.Random, st: Any, signer: Signer = TRUSTED) -> tuple[bytes, bytes | None]:
@@ -646,7 +920,7 @@ def resigned(r: random.Random, st: Any, signer: Signer = TRUSTED) -> tuple[bytes
 
 
 class Case:
-    __slots__ = ("allowed", "category", "data", "detail", "must_reject", "schema_check")
+    __slots__ = ("allowed", "category", "data", "detail", "must_reject", "schema_check", "seed")
 
     def __init__(
         self,
@@ -659,6 +933,7 @@ class Case:
         detail: str = "",
     ) -> None:
         self.detail = detail
+        self.seed = ""
         self.category = category
         self.data = data
         self.allowed = allowed  # the only statement an accept may return
@@ -666,10 +941,23 @@ class Case:
         self.schema_check = schema_check
 
 
-def make_case(r: random.Random, genuines: list[Genuine]) -> Case:
-    # Half the cases start from the thread receipt with every optional shape, the other
-    # half from a receipt of each kind.
-    g = genuines[0] if r.random() < 0.5 else r.choice(genuines[1:])
+def make_case(r: random.Random, gs: list[Genuine], skip: frozenset[str] = frozenset()) -> Case:
+    # A quarter of the cases start from the kindless receipt with every optional shape,
+    # 15% from the golden corpus's, the rest from the library's receipts of every kind.
+    x = r.random()
+    golden = [g for g in gs[1:] if g.label.startswith("golden:")]
+    issued = [g for g in gs[1:] if g not in golden]
+    g = gs[0] if x < 0.25 else r.choice(golden if x < 0.4 and golden else issued)
+    try:
+        case = _make_case(r, g, skip)
+    except (IndexError, KeyError, TypeError, AttributeError, ValueError):
+        # a mutation that does not apply to this shape (e.g. nothing left to edit)
+        case = Case("bytes", b"{}", None, must_reject=True)
+    case.seed = g.label
+    return case
+
+
+def _make_case(r: random.Random, g: Genuine, skip: frozenset[str]) -> Case:
     x = r.random()
     if x < 0.40:
         _name, base = r.choice(g.bases)
@@ -699,14 +987,17 @@ def make_case(r: random.Random, genuines: list[Genuine]) -> Case:
         return Case("dsse_payload", serialise(r, env), g.statement)
     if x < 0.75:
         st = copy.deepcopy(g.statement)
-        violations = r.sample(_applicable(st), k=r.choice((1, 1, 2)))
-        if {v_pre_empty, v_pre_rows_zero} <= set(violations):  # together: an empty scope
-            violations.remove(v_pre_rows_zero)
-        for v in violations:
-            v(r, st)
+        names = r.sample(applicable(st, skip), k=r.choice((1, 1, 2)))
+        own = [n for n in applicable(st, skip) if n not in GENERIC]
+        if own and r.random() < 0.5:  # half the time, a rule of this kind's own members
+            names[0:1] = [r.choice(own)] if names[0] not in own else names[0:1]
+            names = list(dict.fromkeys(names))
+        if {"v_pre_empty", "v_pre_rows_zero"} <= set(names):  # together: an empty scope
+            names.remove("v_pre_rows_zero")
+        for name in names:
+            VIOLATIONS[name][0](r, st)
         data, _payload = resigned(r, st)
-        names = "+".join(v.__name__ for v in violations)
-        return Case("resigned_semantic", data, must_reject=True, detail=names)
+        return Case("resigned_semantic", data, must_reject=True, detail="+".join(names))
     if x < 0.88:
         st = copy.deepcopy(g.statement)
         for _ in range(r.choice((1, 1, 2))):
@@ -721,7 +1012,7 @@ def make_case(r: random.Random, genuines: list[Genuine]) -> Case:
         allowed = _parse_or_none(payload)
         return Case("resigned_schema", data, allowed, schema_check=True)
     if x < 0.93:
-        signer = r.choice((ATTACKER, RETIRED))
+        signer = r.choice((ATTACKER, RETIRED, APPROVER))
         st = copy.deepcopy(g.statement)
         if r.random() < 0.5:
             st["predicate"]["issued_at"] = r.choice(
@@ -733,19 +1024,6 @@ def make_case(r: random.Random, genuines: list[Genuine]) -> Case:
             return Case("keys", data, st)
         return Case("keys", data, must_reject=True)
     return object_case(r, g)
-
-
-def _applicable(st: dict[str, Any]) -> list[Callable[[random.Random, dict[str, Any]], None]]:
-    """The violations that apply to this statement's shape."""
-    p = st["predicate"]
-    out = list(SEMANTIC_VIOLATIONS)
-    if not any(t["rows"] for t in p["pre_state"]["tables"].values()):
-        out.remove(v_rows_without_bytes)
-    if p["backend"]["kind"] != "sqlite":
-        out.remove(v_residue)
-    if not ("kept_state" in p or "units" in p or "needles" in p):
-        out.remove(v_kind_member)
-    return out
 
 
 def _has_raw(v: Any) -> bool:
@@ -781,6 +1059,7 @@ def object_case(r: random.Random, g: Genuine) -> Case:
         evil = copy.deepcopy(g.statement)
         evil["predicate"]["scope"]["thread_id"] = "mallory"
         evil["subject"][0]["name"] = "langgraph-thread:mallory"
+        evil["predicate"].pop("kind", None)
         object.__setattr__(obj, "statement", evil)
     elif op == 2:  # the payload swapped for another (unsigned) statement's bytes
         evil = copy.deepcopy(g.statement)
@@ -813,6 +1092,9 @@ class Stats:
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
         self.by_category: dict[str, Counter[str]] = {}
+        self.by_seed: dict[str, Counter[str]] = {}
+        self.by_kind: dict[str, Counter[str]] = {}
+        self.by_violation: dict[str, Counter[str]] = {}
         self.uncaught: list[dict[str, Any]] = []
         self.wrong_accepts: list[dict[str, Any]] = []
         self.unknown_reasons: list[dict[str, Any]] = []
@@ -828,7 +1110,9 @@ def _schema_validators() -> tuple[Any, Any]:
     return Draft202012Validator(receipt), Draft202012Validator(result)
 
 
-def judge(case: Case, i: int, stats: Stats, receipt_schema: Any) -> None:
+def judge(case: Case, i: int, stats: Stats, receipt_schema: Any) -> str:
+    """Run one case through ``verify_receipt`` against the oracle; returns the outcome
+    (``accepted``, ``rejected``, ``uncaught`` or ``wrong_accept``)."""
     cat = stats.by_category.setdefault(case.category, Counter())
     held = case.data.statement if isinstance(case.data, Receipt) else None
     try:
@@ -840,17 +1124,17 @@ def judge(case: Case, i: int, stats: Stats, receipt_schema: Any) -> None:
             stats.unknown_reasons.append({"case": i, "reason": exc.reason})
         if case.category == "resigned_semantic" and exc.reason not in SEMANTIC_REASONS:
             cat["resigned_semantic_other_reason"] += 1
-        return
+        return "rejected"
     except Exception as exc:  # the bug class this fuzzer hunts
-        stats.uncaught.append(
-            {"case": i, "category": case.category, "detail": case.detail, "error": repr(exc)[:300]}
-        )
+        stats.uncaught.append({"case": i, "category": case.category, "seed": case.seed,
+                               "detail": case.detail, "error": repr(exc)[:300]})  # fmt: skip
         cat["uncaught"] += 1
-        return
+        return "uncaught"
     stats.accepted += 1
     cat["accepted"] += 1
     st = v.statement
     p = st["predicate"] if isinstance(st, dict) else {}
+    auth = "authorization" in p
     ok = (
         not case.must_reject
         and case.allowed is not None
@@ -858,34 +1142,38 @@ def judge(case: Case, i: int, stats: Stats, receipt_schema: Any) -> None:
         and st is not held
         and v.thread_id == scope_id(p)
         and v.receipt_id == p["receipt_id"]
+        and v.status == p["status"]
         and v.issued_at == p["issued_at"]
         and v.pre_digest == p["pre_state"]["digest"]["sha256"]
         and v.methods == p["methods"]
         and list(v.residue) == [(x["action"], x["status"]) for x in p["residue"]]
+        and v.request == p.get("request")
+        and v.approver_key_id == (APPROVER.key_id if auth else None)
+        and v.key_id in (TRUSTED.key_id, RETIRED.key_id)
         and isinstance(v, VerifiedReceipt)
     )
     if ok and case.schema_check:
         doc = {"media_type": MEDIA_TYPE, "statement": st, "signatures": [sign_payload(b"x")]}
         ok = receipt_schema.is_valid(doc)
     if not ok:
-        stats.wrong_accepts.append(
-            {"case": i, "category": case.category, "detail": case.detail, "thread": v.thread_id}
-        )
+        stats.wrong_accepts.append({"case": i, "category": case.category, "seed": case.seed,
+                                    "detail": case.detail, "scope": v.thread_id})  # fmt: skip
+        return "wrong_accept"
+    return "accepted"
 
 
 def cli_check(case: Case, i: int, stats: Stats, result_schema: Any, tmp: Path) -> None:
-    """The same input through ``receipt verify --json`` (in-process): one schema-valid
-    document, never ``internal_error``."""
+    """The same input through ``receipt verify --json --trust`` (in-process): one
+    schema-valid document, never ``internal_error``."""
     from erasure_receipts.cli import verify_main
 
     if not isinstance(case.data, bytes):
         return
     path = tmp / f"case-{i}.json"
     path.write_bytes(case.data)
-    key = tmp / "trusted.pub.pem"
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = verify_main([str(path), "--json", "--key", str(key)])
+        code = verify_main([str(path), "--json", "--trust", str(tmp / "trust.json")])
     path.unlink()
     stats.cli_checked += 1
     try:
@@ -899,37 +1187,75 @@ def cli_check(case: Case, i: int, stats: Stats, result_schema: Any, tmp: Path) -
         stats.cli_failures.append({"case": i, "category": case.category, "reason": reason})
 
 
-def run(mutations: int, seed: int, cli_every: int = 50) -> dict[str, Any]:
+def trust_file() -> bytes:
+    """``TRUST`` as a trust file (RECEIPT_SPEC.md 7), for the CLI sample."""
+    keys = [
+        {"name": "ops", "ed25519": TRUSTED.public_key.b64()},
+        {"name": "retired", "ed25519": RETIRED.public_key.b64(),
+         "not_after": "2020-01-01T00:00:00Z"},
+        {"name": "dpo", "ed25519": APPROVER.public_key.b64(), "role": "approver"},
+    ]  # fmt: skip
+    return json.dumps({"trust_version": 1, "keys": keys}).encode()
+
+
+def run(
+    mutations: int,
+    seed: int,
+    cli_every: int = 50,
+    *,
+    skip: frozenset[str] = frozenset(),
+    seed_file: Path | None = None,
+) -> dict[str, Any]:
+    """Fuzz ``mutations`` cases; ``skip`` names violations (``VIOLATIONS``) to leave out,
+    ``seed_file`` replays seed receipts saved with ``--save-seeds``."""
+    unknown = skip - set(VIOLATIONS)
+    if unknown:
+        raise ValueError(f"no such violation: {', '.join(sorted(unknown))}")
     r = random.Random(seed)
-    genuines = [Genuine(), *(Genuine(st) for st in kind_statements())]
+    gs = genuines(seed_file)
     stats = Stats()
     receipt_schema, result_schema = _schema_validators()
     # Sanity: every genuine base verifies and returns the genuine statement.
-    for g in genuines:
+    for g in gs:
         for _name, base in g.bases:
             assert verify_receipt(json.dumps(base).encode(), TRUST).statement == g.statement
+    kinds = {g.label: g.kind for g in gs}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        (tmp / "trusted.pub.pem").write_bytes(TRUSTED.public_pem())
+        (tmp / "trust.json").write_bytes(trust_file())
         for i in range(mutations):
-            try:
-                case = make_case(r, genuines)
-            except (IndexError, KeyError, TypeError, AttributeError, ValueError):
-                # a mutation that does not apply to this shape (e.g. nothing left to edit)
-                case = Case("bytes", b"{}", None, must_reject=True)
+            case = make_case(r, gs, skip)
             stats.mutations += 1
-            judge(case, i, stats, receipt_schema)
+            outcome = judge(case, i, stats, receipt_schema)
+            for table in (
+                stats.by_seed.setdefault(case.seed, Counter()),
+                stats.by_kind.setdefault(kinds[case.seed], Counter()),
+            ):
+                table["cases"] += 1
+                table[outcome] += 1
+            if case.category == "resigned_semantic":
+                for name in case.detail.split("+"):
+                    stats.by_violation.setdefault(name, Counter())[outcome] += 1
             if cli_every and i % cli_every == 0:
                 cli_check(case, i, stats, result_schema, tmp)
     seconds = time.perf_counter() - t0
+
+    def table(d: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+        return {k: dict(sorted(v.items())) for k, v in sorted(d.items())}
+
     return {
         "seed": seed,
         "mutations": stats.mutations,
+        "seed_receipts": {g.label: g.kind for g in gs},
+        "skipped_violations": sorted(skip),
         "accepted": stats.accepted,
         "rejected": stats.mutations - stats.accepted - len(stats.uncaught),
         "rejected_by_reason": dict(sorted(stats.rejected.items())),
-        "by_category": {k: dict(sorted(v.items())) for k, v in sorted(stats.by_category.items())},
+        "by_category": table(stats.by_category),
+        "by_kind": table(stats.by_kind),
+        "by_seed": table(stats.by_seed),
+        "by_violation": table(stats.by_violation),
         "uncaught": len(stats.uncaught),
         "uncaught_examples": stats.uncaught[:10],
         "wrong_accepts": len(stats.wrong_accepts),
@@ -948,8 +1274,17 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--cli-every", type=int, default=50, help="0 disables the CLI sample")
     ap.add_argument("--no-write", action="store_true", help="do not write bench/results")
+    ap.add_argument("--seeds", type=Path, help="replay the seed receipts saved in this file")
+    ap.add_argument("--save-seeds", type=Path, help="write this run's seed receipts here")
+    ap.add_argument("--skip-violation", action="append", default=[], metavar="NAME",
+                    help=f"leave out a violation (one of: {', '.join(VIOLATIONS)})")  # fmt: skip
     args = ap.parse_args()
-    summary = run(args.mutations, args.seed, args.cli_every)
+    summary = run(args.mutations, args.seed, args.cli_every,
+                  skip=frozenset(args.skip_violation), seed_file=args.seeds)  # fmt: skip
+    if args.save_seeds:
+        import fuzz_seeds
+
+        fuzz_seeds.save(args.save_seeds, fuzz_seeds.seeds(TRUSTED, APPROVER))
     print(json.dumps(summary, indent=2))
     if not args.no_write:
         from _common import write_result

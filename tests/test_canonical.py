@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 
 import pytest
 import rfc8785
@@ -235,3 +236,68 @@ def test_parse_strict_accepts_plain_json() -> None:
     assert parse_strict(json.dumps(doc, ensure_ascii=False).encode()) == doc
     # Integer *range* is the validator's job, not the parser's.
     assert parse_strict(str(2**60).encode()) == 2**60
+
+
+# -- the float-allowing mode (store-item leaves) ------------------------------------------
+
+finite_floats = st.floats(allow_nan=False, allow_infinity=False)
+float_json_values = st.recursive(
+    st.one_of(scalars, finite_floats),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(texts, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(float_json_values)
+def test_float_mode_matches_rfc8785(value: object) -> None:
+    assert canonicalize(value, floats=True) == rfc8785.dumps(value)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_float_mode_equals_the_receipt_mode_where_both_apply(value: object) -> None:
+    assert canonicalize(value, floats=True) == canonicalize(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1.0, b"1"),
+        (-0.0, b"0"),
+        (0.1, b"0.1"),
+        (1e21, b"1e+21"),
+        (1e-7, b"1e-7"),
+        (123456789012345680000.0, b"123456789012345680000"),
+        ({"b": 2.5, "a": [1.5e300]}, b'{"a":[1.5e+300],"b":2.5}'),
+        (2**53, b"9007199254740992"),  # a double's exact range, wider than I-JSON's
+        (-(2**53), b"-9007199254740992"),
+    ],
+)
+def test_float_mode_known_answers(value: object, expected: bytes) -> None:
+    assert canonicalize(value, floats=True) == expected
+
+
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), 2**53 + 1, b"bytes", {1: "x"}, "\udc00", object()]
+)
+def test_float_mode_rejects_what_is_not_i_json(bad: object) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        canonicalize(bad, floats=True)
+
+
+def test_float_mode_refuses_deep_nesting_and_receipt_mode_refuses_floats() -> None:
+    deep: object = []
+    for _ in range(1001):
+        deep = [deep]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 2000)  # so the depth check, not the interpreter, refuses
+    try:
+        with pytest.raises(ValueError, match="nesting"):
+            canonicalize(deep, floats=True)
+    finally:
+        sys.setrecursionlimit(limit)
+    with pytest.raises(TypeError, match="no floats"):
+        canonicalize({"a": 1.5})

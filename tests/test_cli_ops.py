@@ -34,7 +34,7 @@ from erasure_receipts import (
     attesting,
     verify_receipt,
 )
-from erasure_receipts import app as app_module
+from erasure_receipts._cli import _app as app_module  # internals: the typer app's module
 from erasure_receipts.app import app
 from erasure_receipts.errors import NothingToEraseError
 from scenario import TURNS, build_graph, human, raw_rows

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from erasure_receipts import Signer
-from erasure_receipts import app as app_module
+from erasure_receipts._cli import retention as app_module  # internals: the sweep bar
 from test_retention_review import _key, cli, old_sqlite_db, sqlite_threads
 
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]

@@ -13,13 +13,17 @@ import erasure_receipts
 from erasure_receipts import trust, verify
 from erasure_receipts.errors import KeyFormatError
 from erasure_receipts.signing import Signer
-from erasure_receipts.trust import TrustedKey, TrustStore, trust_file_bytes
+from erasure_receipts.trust import TrustedKey, TrustFile, TrustStore
 
 A = Signer.from_seed(bytes(range(32)))
 B = Signer.from_seed(b"\x02" * 32)
 
 
 def test_old_import_paths_are_the_same_objects() -> None:
+    from erasure_receipts import trustfile
+
+    assert trustfile.TrustFile is trust.TrustFile
+    assert trustfile.window_text is trust.window_text
     assert verify.TrustStore is trust.TrustStore is erasure_receipts.TrustStore
     assert verify.TrustedKey is trust.TrustedKey is erasure_receipts.TrustedKey
     assert verify.ROLES is trust.ROLES
@@ -46,7 +50,7 @@ def test_a_store_written_reads_back_the_same() -> None:
     assert again.to_json() == data
 
 
-def test_trust_file_bytes_is_the_form_trust_add_writes(tmp_path: object) -> None:
+def test_a_store_and_a_trust_file_write_the_form_trust_add_writes(tmp_path: object) -> None:
     from pathlib import Path
 
     d = Path(str(tmp_path))
@@ -60,11 +64,15 @@ def test_trust_file_bytes_is_the_form_trust_add_writes(tmp_path: object) -> None
     assert proc.returncode == 0, proc.stderr
     written = (d / "trust.json").read_bytes()
     entry = {"name": "é", "ed25519": A.public_key.b64(), "not_before": "2026-01-01T00:00:00Z"}
-    assert written == trust_file_bytes([entry])
+    assert written == TrustFile([entry]).to_bytes()
+    assert written == TrustFile().add(A.public_key, "é", not_before=entry["not_before"]).to_bytes()
     assert TrustStore.from_json(written).to_json() == written
 
 
-def test_trust_file_bytes_does_not_validate_but_from_json_does() -> None:
-    data = trust_file_bytes([{"name": "x", "ed25519": "not base64"}])
+def test_a_trust_file_the_verifier_would_refuse_is_not_written(tmp_path: object) -> None:
+    from pathlib import Path
+
+    bad = TrustFile([{"name": "x", "ed25519": "not base64"}])
     with pytest.raises(KeyFormatError):
-        TrustStore.from_json(data)
+        bad.write(Path(str(tmp_path)) / "t.json")
+    assert not (Path(str(tmp_path)) / "t.json").exists()

@@ -24,16 +24,22 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
-    from .engine import NeedlesFoundError
     from .errors import (
+        ArgumentTypeError,
         AuthorizationError,
         ConfigurationError,
+        DeltaChannelError,
         ErasureError,
         ErasureIncompleteError,
         Error,
+        InclusionProofError,
         InputError,
         KeyFormatError,
+        LogConflictError,
+        LogCorruptError,
+        LogError,
         MalformedReceiptError,
+        NeedlesFoundError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
         ReceiptSemanticsError,
@@ -42,7 +48,7 @@ if TYPE_CHECKING:
         UntrustedKeyError,
         VerificationError,
     )
-    from .history import DeltaChannelError, SweepEvent, SweepResult
+    from .history import SweepEvent, SweepResult
     from .log import ReceiptLog
     from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from .privacy import CommitmentKey
@@ -65,6 +71,11 @@ _LAZY = {
     "inclusion_proof": "digest",
     "verify_inclusion": "digest",
     "Error": "errors",
+    "ArgumentTypeError": "errors",
+    "InclusionProofError": "errors",
+    "LogError": "errors",
+    "LogCorruptError": "errors",
+    "LogConflictError": "errors",
     "ConfigurationError": "errors",
     "NotALangGraphDatabaseError": "errors",
     "NothingToEraseError": "errors",
@@ -98,14 +109,15 @@ _LAZY = {
     "CommitmentKey": "privacy",
     "ReceiptLog": "log",
     "Location": "subject",
-    "NeedlesFoundError": "engine",
+    "NeedlesFoundError": "errors",
     "SubjectDigest": "subject",
-    "DeltaChannelError": "history",
+    "DeltaChannelError": "errors",
     "SweepEvent": "history",
     "SweepResult": "history",
 }
 
 __all__ = [
+    "ArgumentTypeError",
     "AsyncAttestingPostgresSaver",
     "AsyncAttestingSqliteSaver",
     "AttestingPostgresSaver",
@@ -118,9 +130,13 @@ __all__ = [
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
+    "InclusionProofError",
     "InputError",
     "KeyFormatError",
     "Location",
+    "LogConflictError",
+    "LogCorruptError",
+    "LogError",
     "MalformedReceiptError",
     "MerkleTree",
     "NeedlesFoundError",

@@ -54,7 +54,13 @@ from .engine import (
     resume_rows,
     sign_and_archive,
 )
-from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    ErasureIncompleteError,
+    Error,
+    NothingToEraseError,
+)
 from .log import ReceiptLog
 from .privacy import CommitmentKey
 from .proof import LeafRecord, head_filter, leaf_records
@@ -200,10 +206,10 @@ def _normalise(namespaces: Iterable[Sequence[str]]) -> tuple[Namespace, ...]:
     out = []
     for ns in namespaces:
         if isinstance(ns, str):
-            raise TypeError(f"a store namespace is a tuple of strings, not {ns!r}")
+            raise ArgumentTypeError(f"a store namespace is a tuple of strings, not {ns!r}")
         t = tuple(ns)
         if not t or not all(isinstance(p, str) and p for p in t):
-            raise ValueError(f"invalid store namespace {ns!r}: non-empty strings required")
+            raise ConfigurationError(f"invalid store namespace {ns!r}: non-empty strings required")
         out.append(t)
     return tuple(dict.fromkeys(out))
 
@@ -317,7 +323,7 @@ class Attesting:
         tombstone_policy: str = "new_conversations",
     ) -> None:
         if not isinstance(signer, Signer):
-            raise TypeError("signer= must be an erasure_receipts.Signer")
+            raise ArgumentTypeError("signer= must be an erasure_receipts.Signer")
         if tombstone_policy not in TOMBSTONE_POLICIES:
             raise ConfigurationError(
                 f"tombstone_policy= must be one of {TOMBSTONE_POLICIES}, not {tombstone_policy!r}"
@@ -327,7 +333,7 @@ class Attesting:
                 "namespaces_for= names store namespaces to erase, but no store= was given"
             )
         if namespaces_for is not None and not callable(namespaces_for):
-            raise TypeError("namespaces_for= must be a function thread_id -> namespaces")
+            raise ArgumentTypeError("namespaces_for= must be a function thread_id -> namespaces")
         self.signer = signer
         self.store = store
         self.archive = (

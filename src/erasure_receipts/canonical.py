@@ -1,7 +1,8 @@
 """RFC 8785 (JCS) canonical bytes and strict JSON parsing.
 
 Receipts only ever contain strings, booleans, null, arrays, objects and integers inside
-the I-JSON safe range; floats are rejected outright. On that domain RFC 8785 reduces to:
+the I-JSON safe range; floats are rejected outright (``canonicalize(value, floats=True)``
+admits them, for store-item leaves). On that domain RFC 8785 reduces to:
 object members sorted by the UTF-16 code units of their names, no whitespace, integers
 in plain decimal and strings escaped exactly as ECMAScript's ``JSON.stringify`` does.
 
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "canonicalize",
     "canonicalize_ascii_keys",
+    "es6_number",
     "parse_own_layout",
     "parse_strict",
 ]
@@ -37,6 +39,11 @@ MAX_INPUT_BYTES = 1 << 20
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
 _ESCAPES["\t"] = "\\t"
+
+MAX_FLOAT_MODE_DEPTH = 1000
+"""Nesting limit of ``floats=True`` (store values are arbitrary: refuse, not recurse)."""
+_FLOAT_MODE_MAX_INTEGER = 2**53
+"""``floats=True``: integers exactly representable as a double (a store value's range)."""
 
 
 def _escape(s: str) -> str:
@@ -57,7 +64,40 @@ def _utf16_key(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
-def _emit(value: Any, out: list[str]) -> None:
+def es6_number(v: float) -> str:
+    """ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3)."""
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError("NaN and Infinity are not JSON")
+    if v == 0:
+        return "0"
+    if v < 0:
+        return "-" + es6_number(-v)
+    mantissa, _, exp = repr(v).partition("e")  # repr: the shortest round-tripping digits
+    whole, _, frac = mantissa.partition(".")
+    raw = whole + frac
+    digits = raw.lstrip("0")
+    n = len(whole) + (int(exp) if exp else 0) - (len(raw) - len(digits))
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    e = n - 1
+    return (
+        digits[0]
+        + ("." + digits[1:] if k > 1 else "")
+        + "e"
+        + ("+" if e >= 0 else "-")
+        + str(abs(e))
+    )
+
+
+def _emit(value: Any, out: list[str], floats: bool, depth: int) -> None:
+    if floats and depth > MAX_FLOAT_MODE_DEPTH:
+        raise ValueError("nesting too deep")
     if value is None:
         out.append("null")
     elif value is True:
@@ -65,9 +105,12 @@ def _emit(value: Any, out: list[str]) -> None:
     elif value is False:
         out.append("false")
     elif isinstance(value, int):
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        if floats:
+            if not -_FLOAT_MODE_MAX_INTEGER <= value <= _FLOAT_MODE_MAX_INTEGER:
+                raise ValueError("integer outside the exactly representable range")
+        elif not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             raise ValueError(f"integer {value} is outside the I-JSON safe range")
-        out.append(str(value))
+        out.append(str(int(value)))
     elif isinstance(value, str):
         value.encode("utf-8")  # rejects lone surrogates
         out.append(_escape(value))
@@ -76,7 +119,7 @@ def _emit(value: Any, out: list[str]) -> None:
         for i, item in enumerate(value):
             if i:
                 out.append(",")
-            _emit(item, out)
+            _emit(item, out, floats, depth + 1)
         out.append("]")
     elif isinstance(value, dict):
         if not all(isinstance(key, str) for key in value):
@@ -87,16 +130,26 @@ def _emit(value: Any, out: list[str]) -> None:
                 out.append(",")
             out.append(_escape(key))
             out.append(":")
-            _emit(value[key], out)
+            _emit(value[key], out, floats, depth + 1)
         out.append("}")
+    elif floats and isinstance(value, float):
+        out.append(es6_number(value))
+    elif floats:
+        raise TypeError(f"{type(value).__name__} is not JSON")
     else:
         raise TypeError(f"{type(value).__name__} values cannot be canonicalized (no floats)")
 
 
-def canonicalize(value: Any) -> bytes:
-    """RFC 8785 canonical UTF-8 bytes of ``value`` (no floats, safe-range integers)."""
+def canonicalize(value: Any, *, floats: bool = False) -> bytes:
+    """RFC 8785 canonical UTF-8 bytes of ``value``: the one reference implementation.
+
+    Receipts (the default): no floats, integers within +-(2**53 - 1). ``floats=True`` is
+    the store-leaf mode (RECEIPT_SPEC.md section 4): finite floats as ECMAScript prints
+    them, integers within +-2**53, at most ``MAX_FLOAT_MODE_DEPTH`` levels of nesting.
+    Raises ``ValueError``, ``TypeError`` or ``UnicodeEncodeError`` outside the domain.
+    """
     out: list[str] = []
-    _emit(value, out)
+    _emit(value, out, floats, 0)
     return "".join(out).encode("utf-8")
 
 

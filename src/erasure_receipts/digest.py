@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .canonical import canonicalize
+
 __all__ = [
     "EMPTY_ROOT",
     "LEAF_ENCODING",
@@ -526,92 +528,6 @@ def verify_consistency(
 
 # -- store items seen through the BaseStore API (swept stores) -----------------------------
 
-_MAX_JSON_INT = 2**53
-
-
-def _es6_number(v: float) -> str:
-    """ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3)."""
-    if v != v or v in (float("inf"), float("-inf")):
-        raise ValueError("NaN and Infinity are not JSON")
-    if v == 0:
-        return "0"
-    if v < 0:
-        return "-" + _es6_number(-v)
-    mantissa, _, exp = repr(v).partition("e")  # repr: the shortest round-tripping digits
-    whole, _, frac = mantissa.partition(".")
-    raw = whole + frac
-    digits = raw.lstrip("0")
-    n = len(whole) + (int(exp) if exp else 0) - (len(raw) - len(digits))
-    digits = digits.rstrip("0")
-    k = len(digits)
-    if k <= n <= 21:
-        return digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return "0." + "0" * -n + digits
-    e = n - 1
-    return (
-        digits[0]
-        + ("." + digits[1:] if k > 1 else "")
-        + "e"
-        + ("+" if e >= 0 else "-")
-        + str(abs(e))
-    )
-
-
-_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-                 "\t": "\\t"}  # fmt: skip
-
-
-def _jcs_string(s: str, out: list[str]) -> None:
-    s.encode("utf-8")  # a lone surrogate is not JSON text: UnicodeEncodeError
-    out.append('"')
-    for ch in s:
-        esc = _JSON_ESCAPES.get(ch)
-        out.append(esc if esc is not None else f"\\u{ord(ch):04x}" if ch < " " else ch)
-    out.append('"')
-
-
-def _jcs(value: Any, out: list[str], depth: int) -> None:
-    if depth > 1000:
-        raise ValueError("nesting too deep")
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        if not -_MAX_JSON_INT <= value <= _MAX_JSON_INT:
-            raise ValueError("integer outside the exactly representable range")
-        out.append(str(int(value)))
-    elif isinstance(value, float):
-        out.append(_es6_number(value))
-    elif isinstance(value, str):
-        _jcs_string(value, out)
-    elif isinstance(value, list | tuple):
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _jcs(item, out, depth + 1)
-        out.append("]")
-    elif isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise TypeError("object member names must be strings")
-        out.append("{")
-        keys = sorted(value, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
-        for i, key in enumerate(keys):
-            if i:
-                out.append(",")
-            _jcs_string(key, out)
-            out.append(":")
-            _jcs(value[key], out, depth + 1)
-        out.append("}")
-    else:
-        raise TypeError(f"{type(value).__name__} is not JSON")
-
 
 def jcs_value(value: Any) -> bytes | None:
     """RFC 8785 (JCS) UTF-8 bytes of a store item's value, or None if it is not I-JSON.
@@ -619,12 +535,10 @@ def jcs_value(value: Any) -> bytes | None:
     Not I-JSON: a non-JSON type (an in-process store may hold any object), a non-string
     member name, NaN/Infinity, an integer beyond +-2**53, a lone surrogate.
     """
-    out: list[str] = []
     try:
-        _jcs(value, out, 0)
+        return canonicalize(value, floats=True)
     except (TypeError, ValueError, UnicodeEncodeError):
         return None
-    return "".join(out).encode("utf-8")
 
 
 def utc_timestamp(t: datetime) -> str:

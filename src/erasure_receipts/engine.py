@@ -36,8 +36,10 @@ from .canonical import MAX_INPUT_BYTES, canonicalize
 from .digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .errors import (
     AuthorizationError,
+    ConfigurationError,
     ErasureIncompleteError,
     MalformedReceiptError,
+    NeedlesFoundError,
     NothingToEraseError,
     ReceiptSemanticsError,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "ErasureBackend",
     "ErasureRequest",
     "GuardedBackend",
+    "NeedlesFoundError",
     "Part",
     "RowsOutcome",
     "TableCount",
@@ -753,36 +756,6 @@ def request_from_journal(
     )
 
 
-class NeedlesFoundError(ErasureIncompleteError):
-    """A value the caller wanted gone still occurs: nothing was deleted.
-
-    ``locations`` lists where (table, thread, checkpoint namespace and id, column or
-    store key); the value itself is never in the message.
-    """
-
-    reason = "needles_found"
-
-    def __init__(
-        self, locations: list[dict[str, Any]], swept: dict[str, int] | None = None
-    ) -> None:
-        where = "; ".join(
-            ", ".join(f"{k}={v}" for k, v in loc.items() if k != "needle") for loc in locations[:10]
-        )
-        more = f" (+{len(locations) - 10} more)" if len(locations) > 10 else ""
-        deleted = (
-            f"items already swept from the store outside the transaction (not restorable): "
-            f"{swept}; everything else was rolled back"
-            if swept
-            else "nothing was deleted"
-        )
-        super().__init__(
-            f"{len(locations)} stored location(s) still hold a value to erase; {deleted}: "
-            f"{where}{more}"
-        )
-        self.locations = locations
-        self.swept = dict(swept or {})
-
-
 NEEDLE_FORMS = (
     "raw", "json", "json-escaped", "json-escaped-upper", "json-nested",
     "json-escaped-nested", "json-solidus", "unicode-nfc", "unicode-nfd",
@@ -1107,9 +1080,9 @@ def preflight(
         canonicalize(validate_statement(st))
         size = len(json.dumps(st, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     except (MalformedReceiptError, ValueError, TypeError) as exc:
-        raise ValueError(f"cannot attest an erasure of this scope: {exc}") from None
+        raise ConfigurationError(f"cannot attest an erasure of this scope: {exc}") from None
     if size + RECEIPT_HEADROOM > MAX_INPUT_BYTES:
-        raise ValueError(
+        raise ConfigurationError(
             f"cannot attest an erasure of this scope: its receipt (~{size} bytes) would be "
             f"over the {MAX_INPUT_BYTES}-byte limit verifiers enforce"
         )

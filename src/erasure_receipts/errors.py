@@ -1,22 +1,33 @@
 """One exception tree for the whole library.
 
 Every error carries a stable machine-readable ``reason`` code (used by ``receipt verify
---json`` and by dashboards) next to its one-line human message.
+--json`` and by dashboards) next to its one-line human message. Every exception class the
+library raises to callers is defined here and derives from :class:`Error`; where an error
+also has a builtin base (``ValueError``, ``TypeError``, ``NotImplementedError``), that is
+for callers that already catch the builtin.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "ArgumentTypeError",
     "AuthorizationError",
     "ConfigurationError",
+    "DeltaChannelError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
+    "InclusionProofError",
     "InputError",
     "KeyFormatError",
+    "LogConflictError",
+    "LogCorruptError",
+    "LogError",
     "MalformedReceiptError",
+    "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "ReceiptSemanticsError",
@@ -65,6 +76,12 @@ class ConfigurationError(Error, ValueError):
     reason = "configuration"
 
 
+class ArgumentTypeError(Error, TypeError):
+    """An argument has the wrong Python type (a ``str`` where a list is meant, ...)."""
+
+    reason = "bad_argument"
+
+
 class KeyFormatError(Error):
     """A key or trust file is malformed (not a key, wrong algorithm, bad PEM)."""
 
@@ -81,6 +98,12 @@ class MalformedReceiptError(VerificationError):
     """The bytes are not a well-formed receipt (parse or schema failure)."""
 
     reason = "malformed"
+
+
+class InclusionProofError(VerificationError):
+    """The row record is malformed, or does not prove inclusion in the receipt."""
+
+    reason = "not_included"
 
 
 class SignatureError(VerificationError):
@@ -176,3 +199,70 @@ class AuthorizationError(ErasureError):
     past its ``not_after``); refused before anything is deleted."""
 
     reason = "not_authorized"
+
+
+class NeedlesFoundError(ErasureIncompleteError):
+    """A value the caller wanted gone still occurs: nothing was deleted.
+
+    ``locations`` lists where (table, thread, checkpoint namespace and id, column or
+    store key); the value itself is never in the message.
+    """
+
+    reason = "needles_found"
+
+    def __init__(
+        self, locations: list[dict[str, Any]], swept: dict[str, int] | None = None
+    ) -> None:
+        where = "; ".join(
+            ", ".join(f"{k}={v}" for k, v in loc.items() if k != "needle") for loc in locations[:10]
+        )
+        more = f" (+{len(locations) - 10} more)" if len(locations) > 10 else ""
+        deleted = (
+            f"items already swept from the store outside the transaction (not restorable): "
+            f"{swept}; everything else was rolled back"
+            if swept
+            else "nothing was deleted"
+        )
+        super().__init__(
+            f"{len(locations)} stored location(s) still hold a value to erase; {deleted}: "
+            f"{where}{more}"
+        )
+        self.locations = locations
+        self.swept = dict(swept or {})
+
+
+class DeltaChannelError(ErasureError, NotImplementedError):
+    """LangGraph refuses ``keep_latest`` on ``DeltaChannel`` threads: the latest value is
+    rebuilt from older checkpoints and their writes, so they cannot be removed.
+
+    Also a ``NotImplementedError``: the type LangGraph's own ``prune`` raises for it."""
+
+    reason = "delta_channel"
+
+    def __init__(self, thread_ids: Iterable[str]) -> None:
+        super().__init__(
+            "keep_latest can't prune threads that use a DeltaChannel: "
+            + ", ".join(sorted(thread_ids))
+        )
+
+
+class LogError(Error):
+    """The log cannot be used as asked (not a log, wrong key, bad checkpoint, ...).
+
+    ``reason`` is a stable code (RECEIPT_SPEC.md, "Receipt log")."""
+
+    reason = "log_error"
+
+
+class LogCorruptError(LogError):
+    """The log's committed records do not match its signed checkpoints: nothing is
+    appended to it (a new checkpoint would sign over the damage). ``receipt log verify``
+    names the first bad entry."""
+
+    reason = "log_corrupt"
+
+
+class LogConflictError(LogError):
+    """A different receipt with the same receipt id is already in the log."""
+
+    reason = "log_conflict"

@@ -35,7 +35,13 @@ from . import __version__, lease
 from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueScan
 from .backends.keep_latest import DeltaChannelError, KeepLatest
 from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
-from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    ErasureIncompleteError,
+    Error,
+    NothingToEraseError,
+)
 from .receipt import MAX_THREAD_ID, Receipt
 
 if TYPE_CHECKING:
@@ -209,7 +215,7 @@ def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | Non
 
 def _needles(needles: Iterable[str]) -> tuple[str, ...]:
     if isinstance(needles, str):
-        raise TypeError("needles= is a list of strings, not one string")
+        raise ArgumentTypeError("needles= is a list of strings, not one string")
     out = tuple(dict.fromkeys(needles))
     for n in out:
         if not isinstance(n, str) or not n:
@@ -219,7 +225,7 @@ def _needles(needles: Iterable[str]) -> tuple[str, ...]:
 
 def _thread_ids(thread_ids: Sequence[str]) -> list[str]:
     if isinstance(thread_ids, str):
-        raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        raise ArgumentTypeError("thread_ids must be a sequence of thread IDs, not a str")
     return list(dict.fromkeys(str(t) for t in thread_ids))
 
 
@@ -252,7 +258,7 @@ class HistoryFlows(Attesting):
             return self._now() - older_than
         if isinstance(older_than, datetime):
             return older_than if older_than.tzinfo else older_than.replace(tzinfo=UTC)
-        raise TypeError("older_than= is a timedelta (age) or a datetime (cutoff)")
+        raise ArgumentTypeError("older_than= is a timedelta (age) or a datetime (cutoff)")
 
     # -- public-API checks of a history erasure --------------------------------------------
 
@@ -379,7 +385,7 @@ class HistoryFlows(Attesting):
         ``delete_thread``. A thread with nothing to remove is skipped (no receipt). A
         failure stops the call; the threads before it keep their receipts."""
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+            raise ConfigurationError(f"Unknown prune strategy: {strategy!r}")
         if strategy == "keep_latest":
             delta = [t for t in thread_ids if self._db(self._uses_delta, t)]
             if delta:
@@ -635,7 +641,7 @@ class HistoryMethods(HistoryFlows):
         ``keep_latest`` for every thread before anything is pruned, as LangGraph does."""
         ids = _thread_ids(thread_ids)
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+            raise ConfigurationError(f"Unknown prune strategy: {strategy!r}")
         if not ids:
             return []
         self._preflight()
@@ -744,7 +750,7 @@ class AsyncHistoryMethods(HistoryFlows, AsyncFlows):
         """Async :meth:`HistoryMethods.prune` (returns the ``list[Receipt]``)."""
         ids = _thread_ids(thread_ids)
         if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+            raise ConfigurationError(f"Unknown prune strategy: {strategy!r}")
         if not ids:
             return []
         self._preflight()

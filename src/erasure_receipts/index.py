@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ._batch import _read_entry
 from .errors import Error
 from .verify import TrustStore, VerifiedReceipt, verify_receipt
 
@@ -210,7 +211,7 @@ def index_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexIte
     """The receipts under ``paths`` in order: each receipt log's committed entries,
     every ``*.json`` file of a directory (as ``receipt verify`` finds them, leaving out
     the files in ``skip``), and files as given. ``InputError`` for a missing log."""
-    from .cli import _expand
+    from ._batch import _expand
     from .log import entry_spans, is_log
 
     items: list[IndexItem] = []
@@ -222,21 +223,11 @@ def index_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexIte
     return items
 
 
-_FDS: dict[tuple[int, str], int] = {}
-
-
-def _read_entry(directory: str, offset: int, length: int) -> bytes:
-    key = (os.getpid(), directory)  # one descriptor per process (and per fork)
-    fd = _FDS.get(key)
-    if fd is None:
-        fd = _FDS[key] = os.open(os.path.join(directory, "entries"), os.O_RDONLY)
-    return os.pread(fd, length, offset)
-
-
 def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
     """``{"record": {...}}`` for a receipt that verifies, else ``{"rejected": {"source",
     "reason", "message"}}`` (plain data: it crosses process boundaries)."""
-    from .cli import _display, _read_arg
+    from ._batch import _read_arg
+    from .verify import _display
 
     kind, path, offset, length, i = item
     source = f"{_display(path)}#{i}" if kind == "log" else _display(path)
@@ -254,7 +245,7 @@ def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
 
 def build(items: Sequence[IndexItem], trust: TrustStore, jobs: int = 1) -> Iterator[dict[str, Any]]:
     """``index_one`` over ``items`` in order, in ``jobs`` processes for large batches."""
-    from .cli import BATCH, PARALLEL_MIN, fork_map
+    from ._batch import BATCH, PARALLEL_MIN, fork_map
 
     if len(items) >= BATCH:
         from .canonical import use_orjson

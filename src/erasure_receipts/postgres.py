@@ -61,15 +61,15 @@ from .backends.postgres import (
     server_identity,
 )
 from .backends.store import StoreSweepPart, hides_expired
-from .engine import ErasureRequest, Part
-from .errors import ErasureIncompleteError, ThreadErasedError
+from .engine import ErasureRequest, Part, measure_rows
+from .errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
 from .history import AsyncHistoryMethods, HistoryMethods
 from .log import ReceiptLog
 from .signing import Signer
 from .subject import AsyncSubjectMethods, SubjectMethods
 from .thread import AsyncThreadMethods, ThreadMethods
 
-__all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver"]
+__all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver", "digest_read_only"]
 
 T = TypeVar("T")
 Select = Callable[[str, tuple[Any, ...]], bool]
@@ -108,7 +108,7 @@ class _PgAttesting(Attesting):
 
     def _init_pg(self, vacuum: bool | str, lock_timeout_ms: int) -> None:
         if vacuum not in (False, True, "full"):
-            raise ValueError('vacuum= must be False, True or "full"')
+            raise ConfigurationError('vacuum= must be False, True or "full"')
         self.vacuum = vacuum
         self.lock_timeout_ms = int(lock_timeout_ms)
         self._schema_ready = False
@@ -501,3 +501,34 @@ class AsyncAttestingPostgresSaver(
 
     def _preview(self, session: Session, request: ErasureRequest) -> ThreadDigest:
         return self._measure(session, request)
+
+
+def digest_read_only(
+    conn: psycopg.Connection[Any],
+    thread_id: str,
+    store_namespaces: Sequence[tuple[str, ...]] = (),
+    *,
+    has_store: bool | None = None,
+) -> ThreadDigest:
+    """The pre-deletion digest and per-table counts an erasure of ``thread_id`` (and
+    ``store_namespaces`` of a ``PostgresStore``) would record now, measured exactly as
+    the saver measures, but installing nothing: for a LangGraph database this library
+    never set up, or a read-only connection (``receipt digest``). ``conn`` is an
+    autocommit connection with ``dict_row`` rows, as the saver's. ``has_store`` says
+    whether the database has a ``store`` table (looked up when None).
+    ``ConfigurationError`` for an empty thread id, or namespaces without a store."""
+    if not thread_id:
+        raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    namespaces = list(dict.fromkeys(store_namespaces))
+    if has_store is None and namespaces:
+        row = conn.execute("SELECT to_regclass('store') IS NOT NULL AS found").fetchone()
+        has_store = bool(row and row["found"])
+    if namespaces and not has_store:
+        raise ConfigurationError("store namespaces were given but the database has no store")
+    backend = PostgresBackend(
+        SyncSession(conn), thread_id, saver="AttestingPostgresSaver",
+        store="PostgresStore" if namespaces else None, store_rows_namespaces=namespaces,
+        versions={},
+    )  # fmt: skip
+    digest, tables = measure_rows(backend)
+    return ThreadDigest(digest, tables)

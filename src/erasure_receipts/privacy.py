@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import KeyFormatError
 
-__all__ = ["LABELS", "PREFIX", "CommitmentKey", "commit", "needle_commitment"]
+__all__ = ["LABELS", "PREFIX", "CommitmentKey", "commit", "needle_commitment", "open_claims"]
 
 PREFIX = "hmac-sha256:"
 LABELS = frozenset(("subject", "thread", "store_namespace", "database", "requester", "needle"))
@@ -130,3 +130,55 @@ class CommitmentKey:
     def _seal_key(self) -> bytes:
         # A key of its own (HMAC-based derivation), never the commitment key itself.
         return hmac.new(self._key, _SEAL_INFO, hashlib.sha256).digest()
+
+
+def open_claims(
+    predicate: dict[str, Any], key: CommitmentKey | None, claims: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """Open a receipt's privacy commitments (``receipt open``): for each ``(what, id)``
+    claim, the value the receipt's ``predicate`` would carry for it and whether it does.
+
+    ``what`` is ``thread``, ``subject``, ``store-ns`` (slash-separated, ``users/alice``),
+    ``database`` or ``needle``. With ``key`` (a privacy-mode receipt's commitment key:
+    check its ``key_id`` against ``predicate["scope"]["privacy"]`` first) the value is
+    the HMAC commitment; without, the id itself (a needle: its salted commitment). Take
+    ``predicate`` from a *verified* statement: only what the signature binds proves
+    anything. Returns ``{"what", "value", "committed_as", "found"}`` per claim, in order;
+    ``ValueError`` for a store namespace with an empty part."""
+    scope = predicate["scope"]
+
+    def commit(label: str, value: str) -> str:
+        return value if key is None else str(key.commit(label, value))
+
+    needles = predicate.get("needles") or {}
+    threads = scope["threads"] if "threads" in scope else [scope["thread_id"]]
+    out = []
+    for what, value in claims:
+        if what == "thread":
+            c = commit("thread", value)
+            found = c in threads
+        elif what == "subject":
+            c = commit("subject", value)
+            found = c == scope.get("subject")
+        elif what == "store-ns":
+            parts = tuple(value.split("/"))
+            if not all(parts):
+                raise ValueError(
+                    f"bad store namespace {value!r}: use slash-separated non-empty parts"
+                )
+            c = commit("store_namespace", ".".join(parts))
+            found = ([c] if key is not None else list(parts)) in scope["store_namespaces"]
+        elif what == "database":
+            c = commit("database", value)
+            found = c == predicate["backend"]["database"]
+        else:  # needle
+            salt = needles.get("salt")
+            if key is not None:
+                c = key.needle(value)
+            elif salt is not None:
+                c = needle_commitment(base64.b64decode(salt), value)
+            else:
+                c = ""
+            found = bool(c) and c in needles.get("values", [])
+        out.append({"what": what, "value": value, "committed_as": c, "found": found})
+    return out

@@ -30,7 +30,7 @@ from .digest import (
     merkle_root,
     verify_inclusion,
 )
-from .errors import MalformedReceiptError, VerificationError
+from .errors import InclusionProofError, MalformedReceiptError
 from .receipt import Receipt
 from .signing import PublicKey
 from .verify import TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
@@ -55,12 +55,6 @@ MAX_RECORD_BYTES = 256 << 20
 StoredValue = tuple[str, Any]
 """``(tag, payload)``: ``("n", None)``, ``("i", int)``, ``("I", int)``, ``("r", float)``,
 ``("t", utf8_bytes)`` or ``("b", bytes)`` - the leaf grammar's tags."""
-
-
-class InclusionProofError(VerificationError):
-    """The row record is malformed, or does not prove inclusion in the receipt."""
-
-    reason = "not_included"
 
 
 @dataclass(frozen=True)

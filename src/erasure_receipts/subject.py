@@ -54,7 +54,13 @@ from .engine import (
     needle_forms,
     redact_entry,
 )
-from .errors import ConfigurationError, ErasureIncompleteError, Error, NothingToEraseError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    ErasureIncompleteError,
+    Error,
+    NothingToEraseError,
+)
 from .privacy import PREFIX, CommitmentKey
 from .receipt import MAX_THREAD_ID, Receipt
 from .request import Authorization, RequestContext, erasure_scope
@@ -308,12 +314,12 @@ def _commitment_key(privacy: Any, commitment_key: Any) -> Privacy:
         return commitment_key
     if isinstance(commitment_key, str | os.PathLike):
         return CommitmentKey.from_file(commitment_key)
-    raise TypeError("commitment_key= must be a CommitmentKey or the path of its key file")
+    raise ArgumentTypeError("commitment_key= must be a CommitmentKey or the path of its key file")
 
 
 def _strings(values: Any, what: str) -> tuple[str, ...]:
     if isinstance(values, str | bytes):
-        raise TypeError(f"{what}= takes a list of strings, not one string")
+        raise ArgumentTypeError(f"{what}= takes a list of strings, not one string")
     out = []
     for v in values:
         if isinstance(v, int) and not isinstance(v, bool):
@@ -616,7 +622,7 @@ class SubjectFlows(Attesting):
         elif isinstance(older_than, datetime):
             cutoff = older_than
         else:
-            raise TypeError("older_than= is a timedelta (age) or a datetime (cutoff)")
+            raise ArgumentTypeError("older_than= is a timedelta (age) or a datetime (cutoff)")
         return int(self._db(self._journal.purge_journal, format_time(cutoff)))
 
 

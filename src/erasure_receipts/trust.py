@@ -1,23 +1,31 @@
-"""Trust: the keys an auditor accepts (``TrustedKey``, ``TrustStore``) and trust files.
+"""Trust: the keys an auditor accepts (``TrustedKey``, ``TrustStore``) and trust files,
+read (``TrustStore.from_json``) and written (``TrustFile``: what ``receipt trust
+add|list`` do, as a Python API)::
+
+    tf = TrustFile.read("trust.json") if os.path.exists("trust.json") else TrustFile()
+    if (clash := tf.conflict(key, not_before="2026-01-01T00:00:00Z")) is None:
+        tf.add(key, "release-2026", not_before="2026-01-01T00:00:00Z").write("trust.json")
 
 A trust file (RECEIPT_SPEC.md section 7, ``schemas/trust.schema.json``) lists Ed25519
 keys with optional validity windows and a role: receipt signer or erasure approver.
-On the verify path: imports nothing from LangGraph, no database driver, no ``json``
-beyond what writing a trust file needs.
+Every file ``TrustFile`` writes is one ``TrustStore.from_json`` accepts (checked before
+writing). On the verify path: imports nothing from LangGraph and no database driver.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ._input import read_input
 from .canonical import parse_strict
 from .errors import KeyFormatError, MalformedReceiptError
 from .receipt import is_time
 from .signing import PublicKey
 
-__all__ = ["ROLES", "TrustStore", "TrustedKey", "trust_file_bytes"]
+__all__ = ["ROLES", "TrustFile", "TrustStore", "TrustedKey", "window_text"]
 
 ROLES = ("signer", "approver")
 """Trust-file key roles (RECEIPT_SPEC.md 7): receipt signers, erasure approvers (9.6)."""
@@ -223,12 +231,110 @@ class TrustStore:
 
     def to_json(self) -> bytes:
         """This store as a trust file (what :meth:`from_json` reads back)."""
-        return trust_file_bytes([tk.to_entry() for tk in self._all])
+        return _trust_file_bytes([tk.to_entry() for tk in self._all])
 
 
-def trust_file_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
-    """A trust file holding ``entries`` (``keys[i]`` objects, kept as given), as indented
-    UTF-8 JSON with a final newline: the form ``receipt trust add`` writes. Not
-    validated here; read it back with :meth:`TrustStore.from_json` to check it."""
+def _trust_file_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
+    """A trust file holding ``entries`` (``keys[i]`` objects, kept as given) as indented
+    UTF-8 JSON with a final newline: the one form trust files are written in."""
     doc = {"trust_version": 1, "keys": [dict(e) for e in entries]}
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _instant(t: str | None, default: str) -> str:
+    """A window bound as sortable text (fraction padded); ``default`` for an open end."""
+    if t is None:
+        return default
+    base, _, frac = t[:-1].partition(".")
+    return f"{base}.{frac.ljust(6, '0')}"
+
+
+def window_text(not_before: str | None, not_after: str | None) -> str:
+    """A validity window as ``receipt trust`` prints it: ``[FROM, UNTIL)``."""
+    return f"[{not_before or 'any time'}, {not_after or 'open'})"
+
+
+class TrustFile:
+    """A trust file's key entries, in file order (the raw JSON objects, so a file is
+    rewritten as it was, plus what is added) and the ``TrustedKey`` of each."""
+
+    def __init__(self, entries: list[dict[str, Any]] | None = None) -> None:
+        self.entries: list[dict[str, Any]] = list(entries or [])
+
+    @property
+    def keys(self) -> list[TrustedKey]:
+        """The ``TrustedKey`` of each entry, in file order."""
+        return [next(iter(TrustStore.from_json(_trust_file_bytes([e])))) for e in self.entries]
+
+    @classmethod
+    def parse(cls, data: bytes) -> TrustFile:
+        """A trust file's bytes, checked by the verifier's own rules (``Error`` if it
+        would not load as a ``TrustStore``)."""
+        TrustStore.from_json(data)
+        return cls(parse_strict(data)["keys"])
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> TrustFile:
+        """:meth:`parse` of a file (``InputError`` if it cannot be read)."""
+        return cls.parse(read_input(os.fspath(path)))
+
+    def conflict(
+        self,
+        key: PublicKey,
+        not_before: str | None = None,
+        not_after: str | None = None,
+        role: str = "signer",
+    ) -> tuple[str, TrustedKey] | None:
+        """Why ``key`` cannot be added, with the entry in the way: ``"role_conflict"``
+        (the key is trusted with the other role: four eyes need two keys) or
+        ``"duplicate_key"`` (its window overlaps one the key already has); else None."""
+        lo, hi = _instant(not_before, ""), _instant(not_after, "~")
+        for tk in self.keys:
+            if tk.key.key_id == key.key_id and tk.role != role:
+                return "role_conflict", tk
+            if tk.key.key_id == key.key_id and (
+                _instant(tk.not_before, "") < hi and lo < _instant(tk.not_after, "~")
+            ):
+                return "duplicate_key", tk
+        return None
+
+    def add(
+        self,
+        key: PublicKey,
+        name: str,
+        not_before: str | None = None,
+        not_after: str | None = None,
+        role: str = "signer",
+    ) -> TrustFile:
+        """A new ``TrustFile`` with ``key`` appended (check :meth:`conflict` first; the
+        default role is left out of the entry, as files have always been written)."""
+        entry: dict[str, Any] = {"name": name, "ed25519": key.b64()}
+        bounds = (("not_before", not_before), ("not_after", not_after))
+        entry.update({k: v for k, v in bounds if v is not None})
+        if role != "signer":
+            entry["role"] = role
+        return TrustFile([*self.entries, entry])
+
+    def to_bytes(self) -> bytes:
+        """The file's bytes: ``{"trust_version": 1, "keys": [...]}``, indented, UTF-8."""
+        return _trust_file_bytes(self.entries)
+
+    def store(self) -> TrustStore:
+        """The ``TrustStore`` the verifier would load from :meth:`to_bytes` (``Error``
+        if it would reject the file)."""
+        return TrustStore.from_json(self.to_bytes())
+
+    def write(self, path: str | os.PathLike[str], mode: int | None = None) -> int:
+        """Write the file durably (never partly), after checking the verifier accepts
+        it; an existing file keeps its permission bits unless ``mode`` is given (new
+        files: 0644). Returns the number of keys trusted. ``OSError`` if unwritable."""
+        import stat
+
+        from .receipt import write_durably
+
+        data = self.to_bytes()
+        n = len(TrustStore.from_json(data))
+        if mode is None:
+            mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.lexists(path) else 0o644
+        write_durably(path, data, exist_ok=True, mode=mode)
+        return n

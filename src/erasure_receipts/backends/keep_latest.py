@@ -40,22 +40,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import DeltaChannelError
+
 __all__ = ["DELTA_KEYS", "DeltaChannelError", "Head", "KeepLatest", "Removed", "plan"]
 
 DELTA_KEYS = ("counters_since_delta_snapshot", "delta_writes_versioned")
 """Checkpoint metadata keys of a thread that uses a ``DeltaChannel`` (as LangGraph's own
 ``prune`` checks them)."""
-
-
-class DeltaChannelError(NotImplementedError):
-    """LangGraph refuses ``keep_latest`` on ``DeltaChannel`` threads: the latest value is
-    rebuilt from older checkpoints and their writes, so they cannot be removed."""
-
-    def __init__(self, thread_ids: Iterable[str]) -> None:
-        super().__init__(
-            "keep_latest can't prune threads that use a DeltaChannel: "
-            + ", ".join(sorted(thread_ids))
-        )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,250 @@
+"""``receipt log append|verify|prove|checkpoint``: receipt logs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import (
+    Error,
+    InputError,
+)
+from ..receipt import Receipt
+from ..verify import _display
+from ..verify import read_input as _read_input
+from ._app import (
+    AllowInsecureKey,
+    JobsOption,
+    KeyOption,
+    PasswordEnv,
+    TrustOption,
+    Verbose,
+    _Group,
+    _load_signer,
+    _log_errors,
+    _trusted,
+    app,
+)
+from ._base import _die, _emit_json, _run
+from .verify_fast import EXIT_INVALID, EXIT_IO
+
+# -- receipt logs ---------------------------------------------------------------------------
+
+log_app = typer.Typer(
+    cls=_Group,
+    help="Receipt logs: append-only, C2SP-checkpoint-signed, with RFC 9162 proofs "
+    "(RECEIPT_SPEC.md, Receipt log).",
+    no_args_is_help=True,
+)
+app.add_typer(log_app, name="log")
+
+
+@log_app.command("append")
+def log_append(
+    log: Annotated[Path, typer.Argument(help="log directory (created if missing)")],
+    receipts: Annotated[list[Path], typer.Argument(help="receipt files to append")],
+    key: Annotated[Path, typer.Option("--key", help="the log's Ed25519 private key (PEM)")],
+    origin: Annotated[
+        str | None, typer.Option(help="origin line of a new log, e.g. example.com/erasures")
+    ] = None,
+    password_env: PasswordEnv = None,
+    allow_insecure_key: AllowInsecureKey = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Append receipt files (their exact bytes) to a log under one new signed checkpoint.
+
+    A receipt already in the log is not added again (its index is reported); a different
+    receipt with the same receipt id is refused (exit 1).
+    """
+    from ..log import ReceiptLog
+
+    _run.json = as_json
+    signer = _load_signer(key, password_env, allow_insecure_key)
+    datas = []
+    for r in receipts:
+        try:
+            data = _read_input(str(r))
+            Receipt.from_json(data)
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{_display(str(r))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+                 reason=exc.reason)  # fmt: skip
+        datas.append(data)
+    with _log_errors():
+        rl = ReceiptLog(log, signer, origin=origin)
+        before = rl.size
+        indexes = rl.append_many(datas)
+        note = rl.checkpoint()
+    entries = [
+        {"file": _display(str(r)), "index": i, "new": i >= before}
+        for r, i in zip(receipts, indexes, strict=True)
+    ]
+    size = max([before - 1, *indexes]) + 1
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "log": _display(str(log)), "origin": rl.origin,
+                    "tree_size": size, "entries": entries,
+                    "checkpoint": note.decode("utf-8")})  # fmt: skip
+        return
+    for e in entries:
+        typer.echo(
+            f"{e['file']}  entry {e['index']}" + ("" if e["new"] else " (already in the log)")
+        )
+    added = sum(1 for e in entries if e["new"])
+    typer.echo(f"{added} appended, {len(entries) - added} already present; {size} entries in "
+               f"{_display(str(log))}", err=True)  # fmt: skip
+
+
+@log_app.command("verify")
+def log_verify(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    key: KeyOption = None,
+    trust: TrustOption = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option("--checkpoint", help="an older checkpoint of this log: prove consistency"),
+    ] = None,
+    jobs: JobsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print failures only")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Audit a log: recompute the tree from every stored receipt, check every checkpoint
+    and the signed head (by a trusted key), verify every receipt, and with --checkpoint
+    prove the log extends that older checkpoint. Exit 1 names the first bad entry."""
+    from .._batch import default_jobs
+    from ..log import MAX_NOTE, parallel_receipt_check, verify_log
+
+    _run.json = as_json
+    trusted = _trusted(key, trust)
+    old = None
+    if checkpoint is not None:
+        try:
+            old = _read_input(str(checkpoint))
+        except InputError as exc:
+            _die(exc.message, EXIT_IO, reason=exc.reason)
+        except Error as exc:
+            _die(f"{_display(str(checkpoint))}: {exc.message}", EXIT_INVALID,
+                 reason="bad_checkpoint")  # fmt: skip
+        if len(old) > MAX_NOTE:
+            _die(f"{_display(str(checkpoint))}: not a checkpoint (over {MAX_NOTE} bytes)",
+                 EXIT_INVALID, reason="bad_checkpoint")  # fmt: skip
+    check = parallel_receipt_check(log, trusted, jobs if jobs is not None else default_jobs())
+    with _log_errors():
+        report = verify_log(log, trusted, old_checkpoint=old, check_receipts=check)
+    shown = _display(str(log))
+    code = 0 if report.ok else EXIT_INVALID
+    if report.tail_bytes and report.ok:
+        typer.echo(
+            f"{shown}: {report.tail_bytes} bytes ({report.uncommitted} complete entry "
+            "records) after the last checkpoint record: an interrupted append, not part of "
+            "the log (the next append removes them)",
+            err=True,
+        )
+    if as_json:
+        _emit_json({**report.to_json(), "log": shown, "exit_code": code})
+        raise typer.Exit(code)
+    problems = sorted(report.problems, key=lambda p: (p.index is None, p.index or 0))
+    for p in problems:
+        at = f"entry {p.index}: " if p.index is not None else ""
+        typer.echo(f"FAIL  {shown}: {at}[{p.reason}] {p.message}")
+    if report.ok and not quiet:
+        root = report.root.hex() if report.root else "-"
+        typer.echo(
+            f"OK    {shown}: {report.tree_size} entries, root {root}, checkpoint of "
+            f"{report.origin!r} signed by a trusted key, {report.receipts_verified} receipts "
+            "verified"
+        )
+        if report.consistency is not None:
+            c = report.consistency
+            typer.echo(
+                f"OK    consistent with the old checkpoint (size {c.old_size}): RFC 9162 "
+                f"proof of {len(c.path)} hashes to size {c.new_size}"
+            )
+    if not report.ok:
+        first = report.first_bad_index
+        typer.echo(
+            f"{shown}: {len(problems)} problem(s)"
+            + (f"; first bad entry: {first}" if first is not None else ""),
+            err=True,
+        )
+    raise typer.Exit(code)
+
+
+@log_app.command("prove")
+def log_prove(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    receipt: Annotated[Path, typer.Argument(help="receipt file (its exact bytes)")],
+    key: KeyOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the proof as JSON")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Print the RFC 9162 inclusion proof of a receipt in the log (against the latest
+    checkpoint); with --key, the checkpoint's signature is checked too."""
+    from ..log import Checkpoint, ReceiptLog
+
+    _run.json = as_json
+    try:
+        data = _read_input(str(receipt))
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except Error as exc:
+        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+             reason=exc.reason)  # fmt: skip
+    trusted = _trusted(key, None) if key else None
+    shown = _display(str(log))
+    with _log_errors():
+        rl = ReceiptLog(log)
+        index = rl.index_of(data)
+        if index is None:
+            _die(f"{_display(str(receipt))} is not in the log {shown} (its exact bytes are "
+                 f"not an entry of its {rl.size} entries)", EXIT_INVALID,
+                 reason="not_in_log")  # fmt: skip
+        proof = rl.inclusion_proof(index)
+        if trusted is not None:
+            Checkpoint.parse(proof.checkpoint).verify_trusted(trusted)
+    if not proof.verify(data):  # pragma: no cover - inclusion_proof checks it already
+        _die("the inclusion proof does not verify", EXIT_INVALID, reason="not_in_log")
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "log": shown, "file": _display(str(receipt)),
+                    "checkpoint_verified": trusted is not None, **proof.to_json()})  # fmt: skip
+        return
+    typer.echo(
+        f"{_display(str(receipt))} is entry {proof.index} of {proof.tree_size} in {shown} "
+        f"(root {proof.root.hex()}; checkpoint signature "
+        f"{'verified' if trusted is not None else 'not checked: pass --key'})"
+    )
+    typer.echo(f"leaf hash   {proof.leaf_hash.hex()}")
+    for i, h in enumerate(proof.audit_path):
+        typer.echo(f"path[{i:>2}]    {h.hex()}")
+    typer.echo("checkpoint")
+    typer.echo(proof.checkpoint.decode("utf-8"), nl=False)
+
+
+@log_app.command("checkpoint")
+def log_checkpoint(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Print the log's latest signed checkpoint (C2SP tlog-checkpoint note): keep it, and
+    later pass it to `receipt log verify --checkpoint` to prove the log only grew."""
+    from ..log import Checkpoint, ReceiptLog, verifier_key
+
+    _run.json = as_json
+    with _log_errors():
+        rl = ReceiptLog(log)
+        note = rl.checkpoint()
+        cp = Checkpoint.parse(note)
+    if as_json:
+        vkey = verifier_key(rl.origin, rl.public_key) if rl.public_key is not None else None
+        _emit_json({"ok": True, "exit_code": 0, "log": _display(str(log)), "origin": cp.origin,
+                    "tree_size": cp.size, "root": cp.root.hex(),
+                    "checkpoint": note.decode("utf-8"), "verifier_key": vkey})  # fmt: skip
+        return
+    sys.stdout.buffer.write(note)
+    sys.stdout.flush()

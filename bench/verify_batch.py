@@ -237,14 +237,15 @@ def main() -> int:
         # ---- in process ---------------------------------------------------------------
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+        from erasure_receipts._batch import _expand
         from erasure_receipts.canonical import (
             MAX_INPUT_BYTES,
             canonicalize_ascii_keys,
             parse_strict,
         )
-        from erasure_receipts.cli import _expand, _read_input
         from erasure_receipts.receipt import validate_statement
         from erasure_receipts.verify import TrustStore, check_semantics, verify_receipt
+        from erasure_receipts.verify import read_input as _read_input
 
         datas = [_read_input(f) for f in files]
         trust = TrustStore([PublicKey.from_pem(pub.read_bytes())])

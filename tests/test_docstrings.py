@@ -37,6 +37,7 @@ MODULES = (
     "erasure_receipts.attesting",
     "erasure_receipts.privacy",
     "erasure_receipts.request",
+    "erasure_receipts.trust",
     "erasure_receipts.subject",
     "erasure_receipts.log",
     "erasure_receipts.index",

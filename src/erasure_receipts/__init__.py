@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     )
     from .signing import PublicKey, Signer
     from .subject import Location, SubjectDigest
-    from .verify import TrustedKey, TrustStore, VerifiedReceipt, verify_receipt
+    from .trust import TrustedKey, TrustStore
+    from .verify import VerifiedReceipt, verify_receipt
 
 _LAZY = {
     "MerkleTree": "digest",
@@ -97,8 +98,8 @@ _LAZY = {
     "AsyncAttestingPostgresSaver": "postgres",
     "PublicKey": "signing",
     "Signer": "signing",
-    "TrustStore": "verify",
-    "TrustedKey": "verify",
+    "TrustStore": "trust",
+    "TrustedKey": "trust",
     "VerifiedReceipt": "verify",
     "verify_receipt": "verify",
     "Authorization": "request",

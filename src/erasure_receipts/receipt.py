@@ -259,6 +259,150 @@ _K_OOS = frozenset(("id", "note"))
 _K_GEN = frozenset(("name", "version"))
 
 
+# One definition of a valid statement, with its fast path built in. Each rule is written
+# once, as the helper above that explains a failure (path, message, reason); the hot
+# members of the receipts a batch holds are first tested by an inline one-pass check
+# (the ``*_ok`` predicates below), and only a value that check does not pass goes to its
+# helper. A check may be stricter than its helper (the helper then finds nothing and
+# validation goes on) but never laxer: ``full=True`` skips every inline check and runs
+# each helper, and tests/test_receipt_rules.py pins that both give the same verdict,
+# reason and message over the golden corpus and the fuzzer's mutations.
+
+
+def _s(v: Any, max_len: int = 1024) -> bool:
+    return type(v) is str and 0 < len(v) <= max_len
+
+
+def _n(v: Any) -> bool:
+    return type(v) is str and is_name(v)
+
+
+def _names_ok(m: Any) -> bool:
+    if type(m) is not dict or len(m) > MAX_LIST:
+        return False
+    return _NAMES_OK.issuperset(m) or all(map(is_name, m))
+
+
+def _digest_ok(d: Any) -> bool:
+    if type(d) is not dict or d.keys() != _K_DIGEST:
+        return False
+    h = d["sha256"]
+    return type(h) is str and is_hex64(h)
+
+
+def _state_ok(s: Any) -> bool:
+    if type(s) is not dict or s.keys() != _K_PRE or not _digest_ok(s["digest"]):
+        return False
+    leaves, tables = s["leaves"], s["tables"]
+    if type(leaves) is not int or not 0 <= leaves <= MAX_SAFE_INTEGER or not _names_ok(tables):
+        return False
+    for t in tables.values():
+        if type(t) is not dict or t.keys() != _K_TABLE_PRE:
+            return False
+        rows, size = t["rows"], t["bytes"]
+        if type(rows) is not int or type(size) is not int:
+            return False
+        if not (0 <= rows <= MAX_SAFE_INTEGER and 0 <= size <= MAX_SAFE_INTEGER):
+            return False
+    return True
+
+
+_SEEN: dict[str, Any] = {}
+"""The last ``checks`` and ``out_of_scope`` that passed, as private copies. They recur
+unchanged across an archive's receipts and hold only strings, where ``==`` implies the
+same types (unlike ``1 == True == 1.0``): an equal value is valid without a new walk."""
+
+
+def _copy(v: Any) -> Any:
+    if type(v) is dict:
+        return {k: _copy(x) for k, x in v.items()}
+    if type(v) is list:
+        return [_copy(x) for x in v]
+    return v
+
+
+def _namespaces_ok(nss: Any) -> bool:
+    if type(nss) is not list or len(nss) > MAX_LIST:
+        return False
+    for ns in nss:
+        if type(ns) is not list or not 0 < len(ns) <= MAX_LIST or not all(map(_s, ns)):
+            return False
+    return True
+
+
+def _backend_ok(be: Any) -> bool:
+    if type(be) is not dict or be.keys() != _K_BACKEND or not _n(be["kind"]):
+        return False
+    if not _n(be["saver"]) or (be["store"] is not None and not _n(be["store"])):
+        return False
+    versions = be["versions"]
+    if not _s(be["database"], 4096) or not _names_ok(versions):
+        return False
+    return all(type(x) is str and 0 < len(x) <= 64 for x in versions.values())
+
+
+_K_CHECK_DETAIL = _K_CHECK | _K_CHECK_OPT
+
+
+def _checks_ok(checks: Any) -> bool:
+    if type(checks) is not list or not 0 < len(checks) <= MAX_LIST:
+        return False
+    for c in checks:
+        if type(c) is not dict:
+            return False
+        keys = c.keys()
+        if keys != _K_CHECK:
+            if keys != _K_CHECK_DETAIL:
+                return False
+            v = c["detail"]
+            if type(v) is not str or not 0 < len(v) <= 4096:
+                return False
+        v, r = c["name"], c["result"]
+        if type(v) is not str or not is_name(v) or type(r) is not str or r not in _CHECK_RESULTS:
+            return False
+    _SEEN["checks"] = _copy(checks)
+    return True
+
+
+def _residue_ok(residue: Any) -> bool:
+    if type(residue) is not list or len(residue) > MAX_LIST:
+        return False
+    for r in residue:
+        if type(r) is not dict or r.keys() != _K_RESIDUE:
+            return False
+        v, status, detail = r["action"], r["status"], r["detail"]
+        if type(v) is not str or not is_name(v) or type(status) is not str:
+            return False
+        if status not in _RESIDUE_STATUSES or not _names_ok(detail):
+            return False
+        for v in detail.values():
+            t = type(v)
+            if t is int:
+                if not 0 <= v <= MAX_SAFE_INTEGER:
+                    return False
+            elif t is str:
+                if not 0 < len(v) <= 4096:
+                    return False
+            elif v is not None and t is not bool:
+                return False
+    return True
+
+
+def _out_of_scope_ok(oos: Any) -> bool:
+    if type(oos) is not list or not 0 < len(oos) <= MAX_LIST:
+        return False
+    for o in oos:
+        if type(o) is not dict or o.keys() != _K_OOS:
+            return False
+        v, note = o["id"], o["note"]
+        if type(v) is not str or not is_name(v) or type(note) is not str:
+            return False
+        if not 0 < len(note) <= 4096:
+            return False
+    _SEEN["out_of_scope"] = _copy(oos)
+    return True
+
+
 def _state(v: Any, path: str) -> dict[str, Any]:
     s = _obj(v, path, _K_PRE)
     _digest(s["digest"], (path, "digest"))
@@ -270,9 +414,15 @@ def _state(v: Any, path: str) -> dict[str, Any]:
     return s
 
 
-def _scope(v: Any, kind: str) -> None:
-    keys = {"thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT}[kind]
-    sc = _obj(v, "predicate.scope", keys, _K_SCOPE_OPT)
+_SCOPE_KEYS = {"thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT}
+
+
+def _scope(v: Any, kind: str, full: bool) -> None:
+    keys = _SCOPE_KEYS[kind]
+    if full or type(v) is not dict or v.keys() != keys:
+        _obj(v, "predicate.scope", keys, _K_SCOPE_OPT)
+    sc = v
+
     if kind == "subject":
         _str(sc["subject"], "predicate.scope.subject", max_len=MAX_THREAD_ID)
         threads = _list(sc["threads"], "predicate.scope.threads", 1)
@@ -283,7 +433,7 @@ def _scope(v: Any, kind: str) -> None:
         if sc["discovery"] is not None:
             d = _obj(sc["discovery"], "predicate.scope.discovery", _K_DISCOVERY)
             _str(d["metadata_key"], "predicate.scope.discovery.metadata_key", max_len=256)
-    else:
+    elif full or not _s(sc["thread_id"], MAX_THREAD_ID):
         _str(sc["thread_id"], "predicate.scope.thread_id", max_len=MAX_THREAD_ID)
     if kind == "history" and sc["keep"] != "latest":
         raise _fail("predicate.scope.keep", 'must be "latest"')
@@ -347,6 +497,12 @@ def _kind_members(p: dict[str, Any], kind: str) -> None:
 
 def validate_statement(st: Any) -> dict[str, Any]:
     """Check the statement's structure (the schema); raises ``MalformedReceiptError``."""
+    _validate(st, False)
+    return st  # type: ignore[no-any-return]
+
+
+def _validate(st: Any, full: bool) -> None:
+    """The rules of a valid statement (see above); ``full`` runs every helper."""
     if type(st) is not dict:
         raise _fail("statement", "must be an object")
     if st.get("_type") != STATEMENT_TYPE:
@@ -357,293 +513,144 @@ def validate_statement(st: Any) -> dict[str, Any]:
         raise MalformedReceiptError(
             f"unknown predicateType {st.get('predicateType')!r}", reason="unknown_predicate"
         )
-    _obj(st, "statement", _K_STATEMENT)
-    subjects = _list(st["subject"], "subject", 1)
-    if len(subjects) != 1:
-        raise _fail("subject", "must name exactly one erased scope")
-    sub = _obj(subjects[0], "subject[0]", _K_SUBJECT)
-    _str(sub["name"], "subject[0].name", max_len=MAX_THREAD_ID + 64)
-    _digest(sub["digest"], "subject[0].digest")
+    if full or st.keys() != _K_STATEMENT:
+        _obj(st, "statement", _K_STATEMENT)
+    subjects = st["subject"]
+    if full or type(subjects) is not list or len(subjects) != 1:
+        _list(subjects, "subject", 1)
+        if len(subjects) != 1:
+            raise _fail("subject", "must name exactly one erased scope")
+    sub = subjects[0]
+    if full or type(sub) is not dict or sub.keys() != _K_SUBJECT:
+        _obj(sub, "subject[0]", _K_SUBJECT)
+    if full or not _s(sub["name"], MAX_THREAD_ID + 64):
+        _str(sub["name"], "subject[0].name", max_len=MAX_THREAD_ID + 64)
+    if full or not _digest_ok(sub["digest"]):
+        _digest(sub["digest"], "subject[0].digest")
 
-    p = _obj(st["predicate"], "predicate", _K_PREDICATE, _K_PREDICATE_OPT)
+    p = st["predicate"]
+    if (
+        full
+        or type(p) is not dict
+        or (p.keys() != _K_PREDICATE_THREAD and p.keys() != _K_PREDICATE)
+    ):
+        _obj(p, "predicate", _K_PREDICATE, _K_PREDICATE_OPT)
     kind = p.get("kind", "thread")
     if type(kind) is not str or kind not in KINDS:
         raise _fail("predicate.kind", f"unknown kind {kind!r}")
-    _str(p["receipt_id"], "predicate.receipt_id", is_uuid)
-    _str(p["issued_at"], "predicate.issued_at", is_time)
+    v = p["receipt_id"]
+    if full or type(v) is not str or not is_uuid(v):
+        _str(v, "predicate.receipt_id", is_uuid)
+    v = p["issued_at"]
+    if full or type(v) is not str or not is_time(v):
+        _str(v, "predicate.issued_at", is_time)
     if type(p["status"]) is not str or p["status"] not in _STATUSES:
         raise _fail("predicate.status", f"unknown status {p['status']!r}")
 
-    _scope(p["scope"], kind)
+    _scope(p["scope"], kind, full)
     _kind_members(p, kind)
     sc = p["scope"]
     if sc["checkpoint_namespaces"] != "all":
         raise _fail("predicate.scope.checkpoint_namespaces", 'must be "all"')
     path: JPath = "predicate.scope.store_namespaces"
-    for i, ns in enumerate(_list(sc["store_namespaces"], path)):
-        for j, part in enumerate(_list(ns, (path, i), 1)):
-            _str(part, (path, i, j))
+    if full or not _namespaces_ok(sc["store_namespaces"]):
+        for i, ns in enumerate(_list(sc["store_namespaces"], path)):
+            for j, part in enumerate(_list(ns, (path, i), 1)):
+                _str(part, (path, i, j))
     if type(sc["tombstone"]) is not bool:
         raise _fail("predicate.scope.tombstone", "must be a boolean")
 
-    be = _obj(p["backend"], "predicate.backend", _K_BACKEND)
-    _str(be["kind"], "predicate.backend.kind", is_name)
-    _str(be["saver"], "predicate.backend.saver", is_name)
-    if be["store"] is not None:
-        _str(be["store"], "predicate.backend.store", is_name)
-    _str(be["database"], "predicate.backend.database", max_len=4096)
-    for k, ver in _name_map(be["versions"], "predicate.backend.versions").items():
-        _str(ver, ("predicate.backend.versions", k), max_len=64)
+    be = p["backend"]
+    if full or not _backend_ok(be):
+        _obj(be, "predicate.backend", _K_BACKEND)
+        _str(be["kind"], "predicate.backend.kind", is_name)
+        _str(be["saver"], "predicate.backend.saver", is_name)
+        if be["store"] is not None:
+            _str(be["store"], "predicate.backend.store", is_name)
+        _str(be["database"], "predicate.backend.database", max_len=4096)
+        for k, ver in _name_map(be["versions"], "predicate.backend.versions").items():
+            _str(ver, ("predicate.backend.versions", k), max_len=64)
 
-    mk = _obj(p["merkle"], "predicate.merkle", _K_MERKLE)
+    mk = p["merkle"]
+    if full or type(mk) is not dict or mk.keys() != _K_MERKLE:
+        _obj(mk, "predicate.merkle", _K_MERKLE)
     if mk["algorithm"] != "rfc9162-sha256":
         raise _fail("predicate.merkle.algorithm", "unknown algorithm")
     if mk["leaf_encoding"] != "erasure-receipts-row-v1":
         raise _fail("predicate.merkle.leaf_encoding", "unknown leaf encoding")
 
-    _state(p["pre_state"], "predicate.pre_state")
-    _state(p["post_state"], "predicate.post_state")
-    for k, m in _name_map(p["methods"], "predicate.methods").items():
-        _str(m, ("predicate.methods", k), is_name)
+    if full or not _state_ok(p["pre_state"]):
+        _state(p["pre_state"], "predicate.pre_state")
+    if full or not _state_ok(p["post_state"]):
+        _state(p["post_state"], "predicate.post_state")
+    methods = p["methods"]
+    if full or not _names_ok(methods) or not all(map(_n, methods.values())):
+        for k, m in _name_map(methods, "predicate.methods").items():
+            _str(m, ("predicate.methods", k), is_name)
 
     path = "predicate.checks"
-    for i, c in enumerate(_list(p["checks"], path, 1)):
-        c = _obj(c, (path, i), _K_CHECK, _K_CHECK_OPT)
-        _str(c["name"], (path, i, "name"), is_name)
-        if type(c["result"]) is not str or c["result"] not in _CHECK_RESULTS:
-            raise _fail((path, i, "result"), "must be pass or fail")
-        if "detail" in c:
-            _str(c["detail"], (path, i, "detail"), max_len=4096)
+    checks = p["checks"]
+    if full or (checks != _SEEN.get("checks") and not _checks_ok(checks)):
+        for i, c in enumerate(_list(checks, path, 1)):
+            c = _obj(c, (path, i), _K_CHECK, _K_CHECK_OPT)
+            _str(c["name"], (path, i, "name"), is_name)
+            if type(c["result"]) is not str or c["result"] not in _CHECK_RESULTS:
+                raise _fail((path, i, "result"), "must be pass or fail")
+            if "detail" in c:
+                _str(c["detail"], (path, i, "detail"), max_len=4096)
 
     path = "predicate.residue"
-    for i, r in enumerate(_list(p["residue"], path)):
-        r = _obj(r, (path, i), _K_RESIDUE)
-        _str(r["action"], (path, i, "action"), is_name)
-        if type(r["status"]) is not str or r["status"] not in _RESIDUE_STATUSES:
-            raise _fail((path, i, "status"), "unknown residue status")
-        for k, val in _name_map(r["detail"], (path, i, "detail")).items():
-            if type(val) is int:
-                _int(val, (path, i, "detail", k))
-            elif val is not None and type(val) is not bool:
-                _str(val, (path, i, "detail", k), max_len=4096)
+    if full or not _residue_ok(p["residue"]):
+        for i, r in enumerate(_list(p["residue"], path)):
+            r = _obj(r, (path, i), _K_RESIDUE)
+            _str(r["action"], (path, i, "action"), is_name)
+            if type(r["status"]) is not str or r["status"] not in _RESIDUE_STATUSES:
+                raise _fail((path, i, "status"), "unknown residue status")
+            for k, val in _name_map(r["detail"], (path, i, "detail")).items():
+                if type(val) is int:
+                    _int(val, (path, i, "detail", k))
+                elif val is not None and type(val) is not bool:
+                    _str(val, (path, i, "detail", k), max_len=4096)
 
     path = "predicate.out_of_scope"
-    for i, o in enumerate(_list(p["out_of_scope"], path, 1)):
-        o = _obj(o, (path, i), _K_OOS)
-        _str(o["id"], (path, i, "id"), is_name)
-        _str(o["note"], (path, i, "note"), max_len=4096)
+    oos = p["out_of_scope"]
+    if full or (oos != _SEEN.get("out_of_scope") and not _out_of_scope_ok(oos)):
+        for i, o in enumerate(_list(oos, path, 1)):
+            o = _obj(o, (path, i), _K_OOS)
+            _str(o["id"], (path, i, "id"), is_name)
+            _str(o["note"], (path, i, "note"), max_len=4096)
 
-    g = _obj(p["generator"], "predicate.generator", _K_GEN)
-    _str(g["name"], "predicate.generator.name", is_name)
-    _str(g["version"], "predicate.generator.version", max_len=64)
-    if "request" in p or "authorization" in p:  # section 9.6; only such receipts import it
-        from .request import validate_request_members
-
+    g = p["generator"]
+    if (
+        full
+        or type(g) is not dict
+        or g.keys() != _K_GEN
+        or not (_n(g["name"]) and _s(g["version"], 64))
+    ):
+        _obj(g, "predicate.generator", _K_GEN)
+        _str(g["name"], "predicate.generator.name", is_name)
+        _str(g["version"], "predicate.generator.version", max_len=64)
+    if "request" in p or "authorization" in p:  # section 9.6
         validate_request_members(p)
-    return st
-
-
-# The batch verifier's fast path. ``statement_is_valid(st)`` returns True only for a
-# statement ``validate_statement`` accepts (same rules, written as one function with the
-# checks inlined); anything else - including everything it does not know - returns
-# False, and the caller runs ``validate_statement`` for the verdict and its reason. A
-# rule added to ``validate_statement`` must be added here too (or this must return
-# False for it): tests/test_verify_jobs.py checks the two agree on mutated statements.
-
-_K_CHECK_DETAIL = _K_CHECK | _K_CHECK_OPT
-
-
-def _s(v: Any, max_len: int = 1024) -> bool:
-    return type(v) is str and 0 < len(v) <= max_len
-
-
-def _n(v: Any) -> bool:
-    return type(v) is str and is_name(v)
-
-
-def _names_ok(m: Any) -> bool:
-    if type(m) is not dict or len(m) > MAX_LIST:
-        return False
-    return _NAMES_OK.issuperset(m) or all(map(is_name, m))
-
-
-def _digest_ok(d: Any) -> bool:
-    if type(d) is not dict or d.keys() != _K_DIGEST:
-        return False
-    h = d["sha256"]
-    return type(h) is str and is_hex64(h)
-
-
-def _state_ok(s: Any) -> bool:
-    if type(s) is not dict or s.keys() != _K_PRE or not _digest_ok(s["digest"]):
-        return False
-    leaves, tables = s["leaves"], s["tables"]
-    if type(leaves) is not int or not 0 <= leaves <= MAX_SAFE_INTEGER or not _names_ok(tables):
-        return False
-    for t in tables.values():
-        if type(t) is not dict or t.keys() != _K_TABLE_PRE:
-            return False
-        rows, size = t["rows"], t["bytes"]
-        if type(rows) is not int or type(size) is not int:
-            return False
-        if not (0 <= rows <= MAX_SAFE_INTEGER and 0 <= size <= MAX_SAFE_INTEGER):
-            return False
-    return True
-
-
-_SEEN: dict[str, Any] = {}
-"""The last ``checks`` and ``out_of_scope`` that passed, as private copies. They recur
-unchanged across an archive's receipts and hold only strings, where ``==`` implies the
-same types (unlike ``1 == True == 1.0``): an equal value is valid without a new walk."""
-
-
-def _copy(v: Any) -> Any:
-    if type(v) is dict:
-        return {k: _copy(x) for k, x in v.items()}
-    if type(v) is list:
-        return [_copy(x) for x in v]
-    return v
-
-
-def _backend_ok(be: Any) -> bool:
-    if type(be) is not dict or be.keys() != _K_BACKEND or not _n(be["kind"]):
-        return False
-    if not _n(be["saver"]) or (be["store"] is not None and not _n(be["store"])):
-        return False
-    versions = be["versions"]
-    if not _s(be["database"], 4096) or not _names_ok(versions):
-        return False
-    return all(type(x) is str and 0 < len(x) <= 64 for x in versions.values())
-
-
-def _checks_ok(checks: Any) -> bool:
-    if type(checks) is not list or not 0 < len(checks) <= MAX_LIST:
-        return False
-    for c in checks:
-        if type(c) is not dict:
-            return False
-        keys = c.keys()
-        if keys != _K_CHECK:
-            if keys != _K_CHECK_DETAIL:
-                return False
-            v = c["detail"]
-            if type(v) is not str or not 0 < len(v) <= 4096:
-                return False
-        v, r = c["name"], c["result"]
-        if type(v) is not str or not is_name(v) or type(r) is not str or r not in _CHECK_RESULTS:
-            return False
-    _SEEN["checks"] = _copy(checks)
-    return True
-
-
-def _out_of_scope_ok(oos: Any) -> bool:
-    if type(oos) is not list or not 0 < len(oos) <= MAX_LIST:
-        return False
-    for o in oos:
-        if type(o) is not dict or o.keys() != _K_OOS:
-            return False
-        v, note = o["id"], o["note"]
-        if type(v) is not str or not is_name(v) or type(note) is not str:
-            return False
-        if not 0 < len(note) <= 4096:
-            return False
-    _SEEN["out_of_scope"] = _copy(oos)
-    return True
 
 
 def statement_is_valid(st: Any) -> bool:
-    """True only if ``validate_statement(st)`` would accept ``st`` (a fast check for
-    batches; False means "run ``validate_statement``", not necessarily invalid)."""
-    if type(st) is not dict or st.keys() != _K_STATEMENT:
+    """Whether :func:`validate_statement` accepts a thread receipt's statement, without
+    raising (the batch check's old name). Other kinds and optional members answer False:
+    "ask ``validate_statement``", not necessarily invalid."""
+    p = st.get("predicate") if type(st) is dict else None
+    if type(p) is not dict or not p.keys() <= _K_PREDICATE_THREAD:
         return False
-    if st["_type"] != STATEMENT_TYPE or st["predicateType"] != PREDICATE_TYPE:
+    sc = p.get("scope")
+    if p.get("kind", "thread") != "thread" or type(sc) is not dict:
         return False
-    subjects = st["subject"]
-    if type(subjects) is not list or len(subjects) != 1:
+    if not sc.keys() <= _K_SCOPE | {"tombstone_policy"}:
         return False
-    sub = subjects[0]
-    if type(sub) is not dict or sub.keys() != _K_SUBJECT:
+    try:
+        _validate(st, False)
+    except MalformedReceiptError:
         return False
-    if not _s(sub["name"], MAX_THREAD_ID + 64) or not _digest_ok(sub["digest"]):
-        return False
-    p = st["predicate"]
-    if type(p) is not dict:
-        return False
-    keys = p.keys()
-    # The receipts this library issues for threads carry kind "thread"; other kinds and
-    # optional members take the full validator.
-    if keys != _K_PREDICATE and not (keys == _K_PREDICATE_THREAD and p["kind"] == "thread"):
-        return False
-    v = p["receipt_id"]
-    if type(v) is not str or not is_uuid(v):
-        return False
-    v = p["issued_at"]
-    if type(v) is not str or not is_time(v):
-        return False
-    v = p["status"]
-    if type(v) is not str or v not in _STATUSES:
-        return False
-    sc = p["scope"]
-    if type(sc) is not dict or not _s(sc.get("thread_id"), MAX_THREAD_ID):
-        return False
-    if sc.keys() != _K_SCOPE and not (
-        sc.keys() == _K_SCOPE | {"tombstone_policy"}
-        and sc["tombstone"] is True
-        and sc["tombstone_policy"] in TOMBSTONE_POLICIES
-    ):
-        return False
-    if sc["checkpoint_namespaces"] != "all" or type(sc["tombstone"]) is not bool:
-        return False
-    namespaces = sc["store_namespaces"]
-    if type(namespaces) is not list or len(namespaces) > MAX_LIST:
-        return False
-    for ns in namespaces:
-        if type(ns) is not list or not 0 < len(ns) <= MAX_LIST or not all(map(_s, ns)):
-            return False
-    be = p["backend"]
-    if not _backend_ok(be):
-        return False
-    mk = p["merkle"]
-    if type(mk) is not dict or mk.keys() != _K_MERKLE:
-        return False
-    if mk["algorithm"] != "rfc9162-sha256" or mk["leaf_encoding"] != "erasure-receipts-row-v1":
-        return False
-    if not _state_ok(p["pre_state"]) or not _state_ok(p["post_state"]):
-        return False
-    methods = p["methods"]
-    if not _names_ok(methods) or not all(map(_n, methods.values())):
-        return False
-    checks = p["checks"]
-    if checks != _SEEN.get("checks") and not _checks_ok(checks):
-        return False
-    residue = p["residue"]
-    if type(residue) is not list or len(residue) > MAX_LIST:
-        return False
-    for r in residue:
-        if type(r) is not dict or r.keys() != _K_RESIDUE:
-            return False
-        v, status, detail = r["action"], r["status"], r["detail"]
-        if type(v) is not str or not is_name(v) or type(status) is not str:
-            return False
-        if status not in _RESIDUE_STATUSES or not _names_ok(detail):
-            return False
-        for v in detail.values():
-            t = type(v)
-            if t is int:
-                if not 0 <= v <= MAX_SAFE_INTEGER:
-                    return False
-            elif t is str:
-                if not 0 < len(v) <= 4096:
-                    return False
-            elif v is not None and t is not bool:
-                return False
-    oos = p["out_of_scope"]
-    if oos != _SEEN.get("out_of_scope") and not _out_of_scope_ok(oos):
-        return False
-    g = p["generator"]
-    if type(g) is not dict or g.keys() != _K_GEN:
-        return False
-    return _n(g["name"]) and _s(g["version"], 64)
+    return True
 
 
 # -- the receipt ------------------------------------------------------------------------
@@ -712,6 +719,103 @@ def _signatures(v: Any, *, dsse: bool = False) -> tuple[Signature, ...]:
             _str(kid, ("signatures", i, "keyid"), is_hex64)
         out.append(Signature(kid, _b64(s["sig"], ("signatures", i, "sig"), 128)))
     return tuple(out)
+
+
+# -- request and authorization members (RECEIPT_SPEC.md 9.6) ------------------------
+# Their schema is part of a valid receipt, so it lives here; request.py builds and
+# checks the objects and re-exports these names.
+
+AUTHORIZATION_TYPE = "https://langgraph-erasure-receipts.dev/authorization/v1"
+"""The authorization statement's ``_type``."""
+MAX_FIELD = 256
+"""Longest request id, basis and requester (characters)."""
+MAX_AUTH_SIGNATURES = 16
+
+_K_AUTH = frozenset(("statement", "signatures"))
+_K_AUTH_ST = frozenset(("_type", "request_id", "scope", "not_after"))
+_K_AUTH_SIG = frozenset(("keyid", "sig"))
+_K_AUTH_SCOPE = {
+    "thread": frozenset(("kind", "thread_id", "store_namespaces")),
+    "history": frozenset(("kind", "thread_id", "store_namespaces", "keep")),
+    "subject": frozenset(("kind", "subject", "threads", "discovery", "store_namespaces")),
+}
+MAX_AUTH_THREADS = 1000
+"""Explicit threads one subject authorization names (a subject receipt's limit)."""
+
+
+def _namespaces(v: Any, path: JPath) -> list[list[str]]:
+    out = []
+    for i, ns in enumerate(_list(v, path)):
+        out.append([_str(part, (path, i, j)) for j, part in enumerate(_list(ns, (path, i), 1))])
+    return out
+
+
+def _validate_scope(v: Any, path: JPath) -> dict[str, Any]:
+    kind = v.get("kind") if type(v) is dict else None
+    if type(kind) is not str or kind not in KINDS:
+        raise _fail((path, "kind"), f"must be one of {', '.join(KINDS)}")
+    sc = _obj(v, path, _K_AUTH_SCOPE[kind])
+    if kind == "subject":
+        _str(sc["subject"], (path, "subject"), max_len=MAX_THREAD_ID)
+        threads = _list(sc["threads"], (path, "threads"))
+        if len(threads) > MAX_AUTH_THREADS:
+            raise _fail((path, "threads"), f"must have at most {MAX_AUTH_THREADS} items")
+        for i, t in enumerate(threads):
+            _str(t, (path, "threads", i), max_len=MAX_THREAD_ID)
+        if threads != sorted(set(threads)):
+            raise _fail((path, "threads"), "must be sorted and unique")
+        if sc["discovery"] is not None:
+            d = _obj(sc["discovery"], (path, "discovery"), _K_DISCOVERY)
+            _str(d["metadata_key"], (path, "discovery", "metadata_key"), max_len=256)
+        elif not threads:
+            raise _fail((path, "threads"), "must name a thread when discovery is null")
+    else:
+        _str(sc["thread_id"], (path, "thread_id"), max_len=MAX_THREAD_ID)
+    if kind == "history" and sc["keep"] != "latest":
+        raise _fail((path, "keep"), 'must be "latest"')
+    _namespaces(sc["store_namespaces"], (path, "store_namespaces"))
+    return sc
+
+
+def _validate_authorization(v: Any, path: JPath) -> tuple[dict[str, Any], tuple[Signature, ...]]:
+    a = _obj(v, path, _K_AUTH)
+    st = _obj(a["statement"], (path, "statement"), _K_AUTH_ST)
+    if st["_type"] != AUTHORIZATION_TYPE:
+        raise _fail((path, "statement", "_type"), f"must be {AUTHORIZATION_TYPE!r}")
+    _str(st["request_id"], (path, "statement", "request_id"), max_len=MAX_FIELD)
+    _validate_scope(st["scope"], (path, "statement", "scope"))
+    _str(st["not_after"], (path, "statement", "not_after"), is_time, max_len=64)
+    sigs = _list(a["signatures"], (path, "signatures"), 1)
+    if len(sigs) > MAX_AUTH_SIGNATURES:
+        raise _fail((path, "signatures"), f"must have at most {MAX_AUTH_SIGNATURES} items")
+    out = []
+    for i, s in enumerate(sigs):
+        s = _obj(s, (path, "signatures", i), _K_AUTH_SIG)
+        kid = _str(s["keyid"], (path, "signatures", i, "keyid"), is_hex64)
+        out.append(Signature(kid, _b64(s["sig"], (path, "signatures", i, "sig"), 128)))
+    return st, tuple(out)
+
+
+_K_REQUEST = frozenset(("id", "basis", "requester", "received_at", "due"))
+
+
+def validate_request_members(p: Mapping[str, Any]) -> None:
+    """Schema of the predicate's optional ``request`` and ``authorization`` members
+    (:func:`validate_statement` checks them when either is present); raises
+    ``MalformedReceiptError`` with reason ``schema``."""
+    if "request" in p:
+        r = _obj(p["request"], "predicate.request", _K_REQUEST)
+        _str(r["id"], "predicate.request.id", max_len=MAX_FIELD)
+        _str(r["basis"], "predicate.request.basis", max_len=MAX_FIELD)
+        if r["requester"] is not None:
+            _str(r["requester"], "predicate.request.requester", max_len=MAX_FIELD)
+        for k in ("received_at", "due"):
+            if r[k] is not None:
+                _str(r[k], ("predicate.request", k), is_time, max_len=64)
+    if "authorization" in p:
+        if "request" not in p:
+            raise _fail("predicate.authorization", "requires predicate.request")
+        _validate_authorization(p["authorization"], "predicate.authorization")
 
 
 def statement_from_payload(payload: bytes) -> dict[str, Any]:
@@ -931,9 +1035,7 @@ class Receipt:
                 f"unknown media_type {doc.get('media_type')!r}", reason="unknown_version"
             )
         _obj(doc, "document", _K_FILE, _K_FILE_OPT)
-        st = doc["statement"]
-        if not statement_is_valid(st):
-            validate_statement(st)
+        st = validate_statement(doc["statement"])
         pub = None
         if "public_key" in doc:
             pk = _obj(doc["public_key"], "public_key", _K_PUB)

@@ -27,23 +27,25 @@ from .errors import (
     UntrustedKeyError,
 )
 from .receipt import (
-    MAX_THREAD_ID,
-    JPath,
+    _K_AUTH_SCOPE,
+    AUTHORIZATION_TYPE,
+    KINDS,
+    MAX_FIELD,
     Signature,
-    _b64,
-    _fail,
-    _list,
-    _obj,
-    _str,
+    _validate_authorization,
+    _validate_scope,
     is_hex64,
     is_time,
+    validate_request_members,
 )
+from .receipt import MAX_AUTH_SIGNATURES as MAX_AUTH_SIGNATURES
+from .receipt import MAX_AUTH_THREADS as MAX_AUTH_THREADS
 from .signing import Signer, pae
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from .verify import TrustedKey, TrustStore
+    from .trust import TrustedKey, TrustStore
 
 __all__ = [
     "AUTHORIZATION_PAYLOAD_TYPE",
@@ -60,13 +62,8 @@ __all__ = [
     "verify_request",
 ]
 
-AUTHORIZATION_TYPE = "https://langgraph-erasure-receipts.dev/authorization/v1"
-"""The authorization statement's ``_type``."""
 AUTHORIZATION_PAYLOAD_TYPE = "application/vnd.langgraph-erasure-authorization.v1+json"
 """The DSSE payload type an approver signs (the PAE's type; never a receipt's)."""
-MAX_FIELD = 256
-"""Longest request id, basis and requester (characters)."""
-MAX_AUTH_SIGNATURES = 16
 
 BASES: dict[str, str] = {
     "gdpr-art17-1a": "GDPR Art. 17(1)(a): no longer necessary for the purposes collected for",
@@ -254,94 +251,6 @@ def _is_commitment(v: str) -> bool:
 
 # -- authorization ------------------------------------------------------------------------
 
-_KINDS = ("thread", "history", "subject")
-_K_AUTH = frozenset(("statement", "signatures"))
-_K_AUTH_ST = frozenset(("_type", "request_id", "scope", "not_after"))
-_K_AUTH_SIG = frozenset(("keyid", "sig"))
-_K_SCOPE = {
-    "thread": frozenset(("kind", "thread_id", "store_namespaces")),
-    "history": frozenset(("kind", "thread_id", "store_namespaces", "keep")),
-    "subject": frozenset(("kind", "subject", "threads", "discovery", "store_namespaces")),
-}
-_K_DISCOVERY = frozenset(("metadata_key",))
-MAX_AUTH_THREADS = 1000
-"""Explicit threads one subject authorization names (a subject receipt's limit)."""
-
-
-def _namespaces(v: Any, path: JPath) -> list[list[str]]:
-    out = []
-    for i, ns in enumerate(_list(v, path)):
-        out.append([_str(part, (path, i, j)) for j, part in enumerate(_list(ns, (path, i), 1))])
-    return out
-
-
-def _validate_scope(v: Any, path: JPath) -> dict[str, Any]:
-    kind = v.get("kind") if type(v) is dict else None
-    if type(kind) is not str or kind not in _KINDS:
-        raise _fail((path, "kind"), f"must be one of {', '.join(_KINDS)}")
-    sc = _obj(v, path, _K_SCOPE[kind])
-    if kind == "subject":
-        _str(sc["subject"], (path, "subject"), max_len=MAX_THREAD_ID)
-        threads = _list(sc["threads"], (path, "threads"))
-        if len(threads) > MAX_AUTH_THREADS:
-            raise _fail((path, "threads"), f"must have at most {MAX_AUTH_THREADS} items")
-        for i, t in enumerate(threads):
-            _str(t, (path, "threads", i), max_len=MAX_THREAD_ID)
-        if threads != sorted(set(threads)):
-            raise _fail((path, "threads"), "must be sorted and unique")
-        if sc["discovery"] is not None:
-            d = _obj(sc["discovery"], (path, "discovery"), _K_DISCOVERY)
-            _str(d["metadata_key"], (path, "discovery", "metadata_key"), max_len=256)
-        elif not threads:
-            raise _fail((path, "threads"), "must name a thread when discovery is null")
-    else:
-        _str(sc["thread_id"], (path, "thread_id"), max_len=MAX_THREAD_ID)
-    if kind == "history" and sc["keep"] != "latest":
-        raise _fail((path, "keep"), 'must be "latest"')
-    _namespaces(sc["store_namespaces"], (path, "store_namespaces"))
-    return sc
-
-
-def _validate_authorization(v: Any, path: JPath) -> tuple[dict[str, Any], tuple[Signature, ...]]:
-    a = _obj(v, path, _K_AUTH)
-    st = _obj(a["statement"], (path, "statement"), _K_AUTH_ST)
-    if st["_type"] != AUTHORIZATION_TYPE:
-        raise _fail((path, "statement", "_type"), f"must be {AUTHORIZATION_TYPE!r}")
-    _str(st["request_id"], (path, "statement", "request_id"), max_len=MAX_FIELD)
-    _validate_scope(st["scope"], (path, "statement", "scope"))
-    _str(st["not_after"], (path, "statement", "not_after"), is_time, max_len=64)
-    sigs = _list(a["signatures"], (path, "signatures"), 1)
-    if len(sigs) > MAX_AUTH_SIGNATURES:
-        raise _fail((path, "signatures"), f"must have at most {MAX_AUTH_SIGNATURES} items")
-    out = []
-    for i, s in enumerate(sigs):
-        s = _obj(s, (path, "signatures", i), _K_AUTH_SIG)
-        kid = _str(s["keyid"], (path, "signatures", i, "keyid"), is_hex64)
-        out.append(Signature(kid, _b64(s["sig"], (path, "signatures", i, "sig"), 128)))
-    return st, tuple(out)
-
-
-_K_REQUEST = frozenset(("id", "basis", "requester", "received_at", "due"))
-
-
-def validate_request_members(p: Mapping[str, Any]) -> None:
-    """Schema of the predicate's optional ``request`` and ``authorization`` members
-    (``receipt.validate_statement`` calls this when either is present); raises
-    ``MalformedReceiptError`` with reason ``schema``."""
-    if "request" in p:
-        r = _obj(p["request"], "predicate.request", _K_REQUEST)
-        _str(r["id"], "predicate.request.id", max_len=MAX_FIELD)
-        _str(r["basis"], "predicate.request.basis", max_len=MAX_FIELD)
-        if r["requester"] is not None:
-            _str(r["requester"], "predicate.request.requester", max_len=MAX_FIELD)
-        for k in ("received_at", "due"):
-            if r[k] is not None:
-                _str(r[k], ("predicate.request", k), is_time, max_len=64)
-    if "authorization" in p:
-        if "request" not in p:
-            raise _fail("predicate.authorization", "requires predicate.request")
-        _validate_authorization(p["authorization"], "predicate.authorization")
-
 
 def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> dict[str, Any]:
     """The authorized-scope form of ``scope``: ``{kind, thread_id | subject,
@@ -354,8 +263,8 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
     kind = kind or given or "thread"
     if given is not None and given != kind:
         raise ValueError(f"scope kind {given!r} differs from kind {kind!r}")
-    if kind not in _KINDS:
-        raise ValueError(f"unknown kind {kind!r}: use one of {', '.join(_KINDS)}")
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
     out: dict[str, Any] = {"kind": kind}
     idkey = "subject" if kind == "subject" else "thread_id"
     if idkey not in scope:
@@ -379,7 +288,7 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
         uniq.add(tuple(ns))
     out["store_namespaces"] = [list(ns) for ns in sorted(uniq)]
     if strict:
-        extra = set(scope) - _K_SCOPE[kind]
+        extra = set(scope) - _K_AUTH_SCOPE[kind]
         if extra:
             raise ValueError(f"unknown scope member {sorted(extra)[0]!r} for a {kind} scope")
     return out

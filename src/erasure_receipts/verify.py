@@ -9,14 +9,13 @@ statement's own semantics (an "erased" receipt must describe a verified empty st
 from __future__ import annotations
 
 import os
-import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from .canonical import MAX_INPUT_BYTES, parse_strict
+from ._input import _display as _display  # re-exported: the CLI modules use it
+from ._input import check_size as check_size
+from ._input import read_input
 from .errors import (
-    InputError,
-    KeyFormatError,
     MalformedReceiptError,
     ReceiptSemanticsError,
     SignatureError,
@@ -28,10 +27,11 @@ from .receipt import (
     Receipt,
     Signature,
     is_hex64,
-    is_time,
     statement_from_payload,
 )
 from .signing import PublicKey
+from .trust import ROLES as ROLES  # re-exported: trust.py is their home
+from .trust import TrustedKey, TrustStore
 
 __all__ = [
     "REASONS",
@@ -84,249 +84,6 @@ REASONS: tuple[tuple[str, int, str], ...] = (
 """Every per-file ``reason`` code ``receipt verify`` reports: (code, exit code, meaning).
 The single source of truth: schemas/verify-result.schema.json lists the same codes in
 its enum and RECEIPT_SPEC.md section 6 in its table (the tests check all three agree)."""
-
-ROLES = ("signer", "approver")
-"""Trust-file key roles (RECEIPT_SPEC.md 7): receipt signers, erasure approvers (9.6)."""
-
-
-def _display(path: str | bytes) -> str:
-    """A file name that can always be printed on one line: undecodable bytes and
-    control characters (a newline in a name could forge an output line) are escaped."""
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text
-
-
-def read_input(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bytes:
-    """Read a regular file of at most ``MAX_INPUT_BYTES`` (``InputError`` if it cannot be
-    read or is not a regular file, ``MalformedReceiptError`` "too_large" if bigger)."""
-    path = os.fspath(path)
-    # O_NONBLOCK + a regular-file check: a FIFO or device named *.json must not hang a
-    # batch verify; it is reported as unreadable instead.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-        raise InputError(f"cannot read {_display(path)}: {_strerror(exc)}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"cannot read {_display(path)}: not a regular file")
-        # Read what the file says it holds (+1 to notice growth), not a 1 MiB buffer per
-        # file: allocation dominated small reads in batches. A short read of a regular
-        # file is its end, so a file that did not grow costs one read call.
-        want = min(st.st_size, MAX_INPUT_BYTES) + 1
-        data = os.read(fd, want)
-        if len(data) == want:
-            while len(data) <= MAX_INPUT_BYTES and (more := os.read(fd, MAX_INPUT_BYTES + 1)):
-                data += more
-    except OSError as exc:
-        raise InputError(f"cannot read {_display(path)}: {_strerror(exc)}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    return check_size(data)
-
-
-def _strerror(exc: Exception) -> str:
-    return str(getattr(exc, "strerror", None) or exc)
-
-
-def check_size(data: bytes) -> bytes:
-    """``data`` unchanged, or ``MalformedReceiptError`` "too_large" if over ``MAX_INPUT_BYTES``."""
-    if len(data) > MAX_INPUT_BYTES:
-        raise MalformedReceiptError(
-            f"input is over the {MAX_INPUT_BYTES}-byte limit", reason="too_large"
-        )
-    return data
-
-
-class TrustedKey:
-    """A key the auditor trusts, optionally only for receipts issued in a time window.
-
-    ``not_before``/``not_after`` are RFC 3339 UTC strings in the receipt's own format
-    (``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``). Rotation = a new key with ``not_before`` set,
-    and the old key given a ``not_after``.
-
-    ``role`` is ``"signer"`` (signs receipts; the default) or ``"approver"`` (signs
-    erasure authorizations, RECEIPT_SPEC.md 9.6); a key is trusted only in its role.
-    """
-
-    __slots__ = ("_after", "_before", "key", "name", "not_after", "not_before", "role")
-
-    def __init__(
-        self,
-        key: PublicKey,
-        name: str = "",
-        not_before: str | None = None,
-        not_after: str | None = None,
-        role: str = "signer",
-    ) -> None:
-        if not isinstance(key, PublicKey):
-            raise TypeError(f"TrustedKey needs a PublicKey, not {type(key).__name__}")
-        if type(name) is not str:
-            raise TypeError("TrustedKey name must be a str")
-        if role not in ROLES or type(role) is not str:
-            raise KeyFormatError(f"role {role!r} is not one of {', '.join(ROLES)}")
-        for label, t in (("not_before", not_before), ("not_after", not_after)):
-            if t is not None and (type(t) is not str or not is_time(t)):
-                raise KeyFormatError(
-                    f"{label} {t!r} is not a real RFC 3339 UTC time like 2026-01-31T00:00:00Z"
-                )
-        self.key = key
-        self.name = name
-        self.not_before = not_before
-        self.not_after = not_after
-        self.role = role
-        self._before = None if not_before is None else _normalise_time(not_before)
-        self._after = None if not_after is None else _normalise_time(not_after)
-        if self._before is not None and self._after is not None and self._before >= self._after:
-            raise KeyFormatError(
-                f"empty validity window: not_before {not_before} is not before "
-                f"not_after {not_after}"
-            )
-
-    def __repr__(self) -> str:
-        role = f", role={self.role!r}" if self.role != "signer" else ""
-        return f"TrustedKey({self.key!r}, name={self.name!r}{role})"
-
-    def valid_at(self, issued_at: str) -> bool:
-        """Whether a receipt issued at ``issued_at`` falls in [not_before, not_after).
-
-        Raises ``ValueError`` if ``issued_at`` is not a real RFC 3339 UTC time."""
-        if type(issued_at) is not str or not is_time(issued_at):
-            raise ValueError(f"{issued_at!r} is not an RFC 3339 UTC time")
-        return self._contains(issued_at)
-
-    def _contains(self, issued_at: str) -> bool:
-        # issued_at is already validated (the verifier's schema check)
-        if self._before is None and self._after is None:
-            return True
-        t = _normalise_time(issued_at)
-        if self._before is not None and t < self._before:
-            return False
-        return not (self._after is not None and t >= self._after)
-
-
-def _normalise_time(t: str) -> str:
-    # "2026-01-01T00:00:00Z" and "...00.5Z" must order by instant, not by text.
-    base, _, frac = t.rstrip("Z").partition(".")
-    return f"{base}.{frac.ljust(6, '0')}"
-
-
-class TrustStore:
-    """The set of keys an auditor accepts, looked up by key id: receipt signers
-    (:meth:`get`) and erasure approvers (:meth:`approvers`). One key cannot have both
-    roles (four eyes: whoever signs receipts cannot approve erasures)."""
-
-    def __init__(self, keys: Iterable[TrustedKey | PublicKey] = ()) -> None:
-        given: object = keys  # callers without type checking pass anything
-        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
-            raise TypeError(
-                f"trusted keys must be PublicKey/TrustedKey objects, not {type(given).__name__}"
-            )
-        self._by_id: dict[str, list[TrustedKey]] = {}  # signers
-        self._approvers: dict[str, list[TrustedKey]] = {}
-        self._all: list[TrustedKey] = []
-        for k in keys:
-            if not isinstance(k, TrustedKey | PublicKey):
-                raise TypeError(f"a trusted key must be a PublicKey, not {type(k).__name__}")
-            tk = k if isinstance(k, TrustedKey) else TrustedKey(k)
-            mine, other = (
-                (self._approvers, self._by_id)
-                if tk.role == "approver"
-                else (self._by_id, self._approvers)
-            )
-            if tk.key.key_id in other:
-                raise KeyFormatError(
-                    f"key {tk.key.key_id[:16]} is trusted both as a receipt signer and as an "
-                    "approver; four eyes need two keys"
-                )
-            mine.setdefault(tk.key.key_id, []).append(tk)
-            self._all.append(tk)
-
-    def __len__(self) -> int:
-        return len(self._all)
-
-    def __iter__(self) -> Iterator[TrustedKey]:
-        """Every entry, signers and approvers, in the order given."""
-        return iter(self._all)
-
-    def signers(self) -> list[TrustedKey]:
-        """The entries trusted to sign receipts (role ``signer``)."""
-        return [tk for tk in self._all if tk.role == "signer"]
-
-    def log_keys(self) -> list[PublicKey]:
-        """The keys trusted to sign receipt-log checkpoints (RECEIPT_SPEC.md 10.2): the
-        receipt signers. An approver's key never signs a log: it approves erasures."""
-        seen: dict[str, PublicKey] = {}
-        for tk in self._all:
-            if tk.role == "signer":
-                seen.setdefault(tk.key.key_id, tk.key)
-        return list(seen.values())
-
-    def approvers(self, keyid: str) -> list[TrustedKey]:
-        """Every approver entry with this key id (role ``approver``); empty if none."""
-        return self._approvers.get(keyid, [])
-
-    def get(self, keyid: str) -> list[TrustedKey]:
-        """Every entry trusted to sign receipts with this key id (one key may have
-        several validity windows); empty if the key is not a trusted signer."""
-        return self._by_id.get(keyid, [])
-
-    @classmethod
-    def from_json(cls, data: bytes | str) -> TrustStore:
-        """Load a trust file: ``{"trust_version": 1, "keys": [{...}, ...]}``.
-
-        ``data`` is the file's bytes or its text. Each key has ``ed25519`` (base64 raw
-        key) or ``pem``, and optionally ``name``, ``not_before`` and ``not_after`` (real
-        RFC 3339 UTC times, ``not_before`` < ``not_after``) and ``role`` (``"signer"``,
-        the default, or ``"approver"``). See RECEIPT_SPEC.md, "Trust files".
-        """
-        if isinstance(data, str):
-            try:
-                data = data.encode("utf-8")
-            except UnicodeEncodeError:
-                raise KeyFormatError("trust file text is not valid Unicode") from None
-        if not isinstance(data, bytes | bytearray):
-            raise TypeError(f"a trust file is bytes or str, not {type(data).__name__}")
-        try:
-            doc = parse_strict(data)
-        except MalformedReceiptError as exc:
-            raise KeyFormatError(f"trust file is not valid JSON: {exc}") from None
-        if type(doc) is not dict or doc.get("trust_version") != 1:
-            raise KeyFormatError('trust file must be an object with "trust_version": 1')
-        keys = doc.get("keys")
-        if type(keys) is not list or not keys or set(doc) != {"trust_version", "keys"}:
-            raise KeyFormatError('trust file needs a non-empty "keys" array and nothing else')
-        out = []
-        allowed = {"ed25519", "pem", "name", "not_before", "not_after", "role"}
-        for i, k in enumerate(keys):
-            if type(k) is not dict or not set(k) <= allowed:
-                raise KeyFormatError(f"trust file keys[{i}] has unknown members")
-            if ("ed25519" in k) == ("pem" in k):
-                raise KeyFormatError(f"trust file keys[{i}] needs exactly one of ed25519, pem")
-            for f in ("name", "not_before", "not_after", "ed25519", "pem", "role"):
-                if f in k and type(k[f]) is not str:
-                    raise KeyFormatError(f"trust file keys[{i}].{f} must be a string")
-            for f in ("not_before", "not_after"):
-                if f in k and not is_time(k[f]):
-                    raise KeyFormatError(
-                        f"trust file keys[{i}].{f} must be a real time like 2026-01-31T00:00:00Z"
-                    )
-            try:
-                if "ed25519" in k:
-                    pk = PublicKey.from_base64(k["ed25519"])
-                else:
-                    pk = PublicKey.from_pem(k["pem"])
-                tk = TrustedKey(
-                    pk, k.get("name", ""), k.get("not_before"), k.get("not_after"),
-                    k.get("role", "signer"),
-                )  # fmt: skip
-            except KeyFormatError as exc:
-                raise KeyFormatError(f"trust file keys[{i}]: {exc.message}") from None
-            out.append(tk)
-        return cls(out)
 
 
 class VerifiedReceipt:

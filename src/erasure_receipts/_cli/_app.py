@@ -66,8 +66,8 @@ from ..errors import (
 )
 from ..receipt import write_durably
 from ..signing import Signer
-from ..trustfile import TrustFile
-from ..trustfile import _instant as _instant
+from ..trust import TrustFile
+from ..trust import _instant as _instant
 from ..verify import TrustedKey, _display
 from ..verify import read_input as _read_input
 from ._base import EXIT_CODES, _die, _mapped_errors, _Output, _run

@@ -16,7 +16,7 @@ from ..errors import (
     InputError,
 )
 from ..signing import Signer
-from ..trustfile import TrustFile, window_text
+from ..trust import TrustFile, window_text
 from ..verify import _display
 from ..verify import read_input as _read_input
 from ._app import (

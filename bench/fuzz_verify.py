@@ -359,7 +359,7 @@ UNICODE_EDITS: list[Callable[[random.Random, str], str]] = [
 B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
-def _bits(s: str, r: random.Random) -> str:
+def _bits(r: random.Random, s: str) -> str:
     pad = len(s) - len(s.rstrip("="))
     if not pad or not s.rstrip("="):
         return s + "="
@@ -367,7 +367,7 @@ def _bits(s: str, r: random.Random) -> str:
     return s[:i] + B64_ALPHABET[(B64_ALPHABET.index(s[i]) + r.randint(1, 3)) % 64] + s[i + 1 :]
 
 
-def _flip_decoded(s: str, r: random.Random) -> str:
+def _flip_decoded(r: random.Random, s: str) -> str:
     try:
         raw = bytearray(base64.b64decode(s))
     except ValueError:

@@ -72,3 +72,12 @@ class HeldWrites:
                 self._done.popitem(last=False)
             held = self._held.pop(key, [])
         return held if saved else []
+
+    def refused(self, item: Held, bound: str | None) -> bool | None:
+        """A write of ``item`` the trigger refused, under a tombstone of bound ``bound``:
+        True if held for its checkpoint, False if that checkpoint was saved meanwhile
+        (write again now), None if the refusal stands (re-raise)."""
+        key = key_of(item[0])
+        if not may_follow(key[2], bound):
+            return None
+        return self.hold(key, item)

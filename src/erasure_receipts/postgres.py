@@ -40,7 +40,7 @@ from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 
 from . import __version__
-from ._held import HeldWrites, key_of, may_follow
+from ._held import HeldWrites, key_of
 from .attesting import (
     API_CHECK,
     AsyncFlows,
@@ -329,10 +329,8 @@ class AttestingPostgresSaver(
                 super().put_writes(config, writes, task_id, task_path)
             return
         except ThreadErasedError:
-            key = key_of(config)
-            if not may_follow(key[2], self._db(_pg_bound, key[0])):
-                raise
-            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            item = (config, writes, task_id, task_path)
+            held = self._held_writes.refused(item, self._db(_pg_bound, key_of(config)[0]))
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
@@ -524,10 +522,9 @@ class AsyncAttestingPostgresSaver(
                 await super().aput_writes(config, writes, task_id, task_path)
             return
         except ThreadErasedError:
-            key = key_of(config)
-            if not may_follow(key[2], await self._adb(_pg_bound, key[0])):
-                raise
-            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            item = (config, writes, task_id, task_path)
+            bound = await self._adb(_pg_bound, key_of(config)[0])
+            held = self._held_writes.refused(item, bound)
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile

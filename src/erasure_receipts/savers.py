@@ -34,7 +34,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore
 
 from . import __version__
-from ._held import HeldWrites, key_of, may_follow
+from ._held import HeldWrites, key_of
 from .attesting import (
     API_CHECK,
     AsyncFlows,
@@ -322,10 +322,8 @@ class AttestingSqliteSaver(
                 super().put_writes(config, writes, task_id, task_path)
             return
         except ThreadErasedError:
-            key = key_of(config)
-            if not may_follow(key[2], self._db(_sqlite_bound, key[0])):
-                raise
-            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            item = (config, writes, task_id, task_path)
+            held = self._held_writes.refused(item, self._db(_sqlite_bound, key_of(config)[0]))
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
@@ -513,10 +511,9 @@ class AsyncAttestingSqliteSaver(
                 await super().aput_writes(config, writes, task_id, task_path)
             return
         except ThreadErasedError:
-            key = key_of(config)
-            if not may_follow(key[2], await self._adb(_sqlite_bound, key[0])):
-                raise
-            held = self._held_writes.hold(key, (config, writes, task_id, task_path))
+            item = (config, writes, task_id, task_path)
+            bound = await self._adb(_sqlite_bound, key_of(config)[0])
+            held = self._held_writes.refused(item, bound)
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile

@@ -86,6 +86,13 @@ def is_uuid(v: str) -> bool:
     )
 
 
+def time_key(t: str) -> str:
+    """``is_time`` text as text that sorts by instant: ``...00Z`` equals ``...00.000Z``
+    (fraction padded to microseconds). The one comparison of receipt times."""
+    base, _, frac = t[:-1].partition(".")
+    return f"{base}.{frac.ljust(6, '0')}"
+
+
 _DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 

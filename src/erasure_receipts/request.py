@@ -36,6 +36,7 @@ from .receipt import (
     _validate_scope,
     is_hex64,
     is_time,
+    time_key,
     validate_request_members,
 )
 from .receipt import MAX_AUTH_SIGNATURES as MAX_AUTH_SIGNATURES
@@ -110,10 +111,7 @@ def _format_time(value: Any, what: str) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
-def _instant(t: str) -> str:
-    """``is_time`` text as text that sorts by instant (``...00Z`` equals ``...00.000Z``)."""
-    base, _, frac = t[:-1].partition(".")
-    return f"{base}.{frac.ljust(6, '0')}"
+_instant = time_key
 
 
 def _days(y: int, m: int, d: int) -> int:

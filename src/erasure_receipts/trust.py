@@ -22,7 +22,7 @@ from typing import Any
 from ._input import read_input
 from .canonical import parse_strict
 from .errors import KeyFormatError, MalformedReceiptError
-from .receipt import is_time
+from .receipt import is_time, time_key
 from .signing import PublicKey
 
 __all__ = ["ROLES", "TrustFile", "TrustStore", "TrustedKey", "window_text"]
@@ -109,10 +109,7 @@ class TrustedKey:
         return not (self._after is not None and t >= self._after)
 
 
-def _normalise_time(t: str) -> str:
-    # "2026-01-01T00:00:00Z" and "...00.5Z" must order by instant, not by text.
-    base, _, frac = t.rstrip("Z").partition(".")
-    return f"{base}.{frac.ljust(6, '0')}"
+_normalise_time = time_key  # "...00Z" and "...00.5Z" order by instant, not text
 
 
 class TrustStore:
@@ -243,10 +240,7 @@ def _trust_file_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
 
 def _instant(t: str | None, default: str) -> str:
     """A window bound as sortable text (fraction padded); ``default`` for an open end."""
-    if t is None:
-        return default
-    base, _, frac = t[:-1].partition(".")
-    return f"{base}.{frac.ljust(6, '0')}"
+    return default if t is None else time_key(t)
 
 
 def window_text(not_before: str | None, not_after: str | None) -> str:

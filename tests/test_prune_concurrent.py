@@ -21,9 +21,9 @@ from erasure_receipts import (
     AttestingPostgresSaver,
     AttestingSqliteSaver,
     Signer,
-    engine,
     verify_receipt,
 )
+from erasure_receipts.engine import protocol as engine
 
 TID = "busy-thread"
 

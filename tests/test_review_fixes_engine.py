@@ -111,7 +111,7 @@ def test_subject_with_store_namespaces_but_no_store_table_verifies(
 def test_a_receipt_that_would_not_verify_is_refused_before_anything_is_deleted(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import engine
+    from erasure_receipts.engine import protocol as engine
 
     real = engine._members
 

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import __version__, lease
+from ._clock import checkpoint_time, uuid6_floor
 from .attesting import API_CHECK, MAX_ATTEMPTS, AsyncFlows, Attesting, ResidueScan
 from .backends.keep_latest import DeltaChannelError, KeepLatest
 from .engine import ErasureRequest, GuardedBackend, RowsOutcome, erase_rows, format_time
@@ -64,39 +65,6 @@ PAGE = 500
 """Candidate threads read per page of a sweep (memory stays flat in the thread count)."""
 MAX_FAILURES_LISTED = 20
 """Failures a ``SweepResult`` keeps messages of (all are counted)."""
-_UUID_EPOCH = 0x01B21DD213814000
-"""100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch."""
-_UNIX = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-# -- time in checkpoint ids --------------------------------------------------------------
-
-
-def uuid6_floor(t: datetime) -> str:
-    """The smallest uuid6 text with timestamp ``t``: a LangGraph checkpoint id (uuid6,
-    time-ordered) sorts before it exactly when it was made before ``t``. A naive
-    ``datetime`` is taken as UTC."""
-    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t
-    d = t - _UNIX
-    ts = ((d.days * 86400 + d.seconds) * 10**6 + d.microseconds) * 10 + _UUID_EPOCH
-    if not 0 <= ts < 1 << 60:
-        raise ValueError(f"{t} is outside the uuid6 time range")
-    high = f"{ts >> 12:012x}"
-    return f"{high[:8]}-{high[8:]}-6{ts & 0xFFF:03x}-8000-000000000000"
-
-
-def checkpoint_time(checkpoint_id: str) -> datetime | None:
-    """When a uuid6 checkpoint id was made (UTC), or None for any other id."""
-    if len(checkpoint_id) != 36 or checkpoint_id[14] != "6":
-        return None
-    try:
-        h = checkpoint_id.replace("-", "")
-        ts = (int(h[:12], 16) << 12) | int(h[13:16], 16)
-    except ValueError:
-        return None
-    return _UNIX + timedelta(microseconds=(ts - _UUID_EPOCH) // 10)
-
-
 # -- results ---------------------------------------------------------------------------
 
 

@@ -46,7 +46,6 @@ from .engine import (
     GuardedBackend,
     NeedlesFoundError,
     TableCount,
-    _redact_locations,
     format_time,
     iter_pages,
     measure_parts,
@@ -54,6 +53,7 @@ from .engine import (
     needle_forms,
     redact_entry,
 )
+from .engine.needles import _redact_locations
 from .errors import (
     ArgumentTypeError,
     ConfigurationError,

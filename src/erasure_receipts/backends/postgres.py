@@ -40,8 +40,9 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 
 from .. import lease
+from .._clock import fresh_after
+from .._parts import LeafSink, Part, TableCount
 from ..digest import RowLeafHasher
-from ..engine import LeafSink, Part, TableCount, fresh_after
 from .keep_latest import DeltaChannelError, Head, KeepLatest, Removed, plan
 
 __all__ = [

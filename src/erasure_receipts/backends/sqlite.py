@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import lease
+from .._clock import fresh_after
+from .._parts import LeafSink, Part, TableCount
 from ..digest import RowLeafHasher
-from ..engine import LeafSink, Part, TableCount, fresh_after
 from ..errors import ConfigurationError
 from .keep_latest import DELTA_KEYS, DeltaChannelError, Head, KeepLatest, Removed, plan
 from .sqlite_residue import (

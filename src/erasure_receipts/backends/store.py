@@ -23,8 +23,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Item
 
+from .._parts import LeafSink, TableCount, iter_pages
 from ..digest import leaf_hash, store_item_leaf
-from ..engine import LeafSink, TableCount, iter_pages
 
 __all__ = [
     "PAGE_SIZE",

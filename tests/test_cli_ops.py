@@ -31,11 +31,11 @@ from erasure_receipts import (
     ErasureIncompleteError,
     Signer,
     TrustStore,
-    attesting,
     verify_receipt,
 )
 from erasure_receipts._cli import _app as app_module  # internals: the typer app's module
 from erasure_receipts.app import app
+from erasure_receipts.engine import eraser as attesting  # internals: where the flow signs
 from erasure_receipts.errors import NothingToEraseError
 from scenario import TURNS, build_graph, human, raw_rows
 

@@ -62,8 +62,9 @@ def test_private_exception_classes_are_few_and_known() -> None:
         if cls.__name__.startswith("_")
     }
     assert private <= {
-        "erasure_receipts.subject._ScopeChanged",
-        "erasure_receipts.history._BecameActive",
+        "erasure_receipts.engine.protocol._Abort",
+        "erasure_receipts.engine.protocol._ScopeChanged",
+        "erasure_receipts._ops.history._BecameActive",
         "erasure_receipts.backends.sqlite_residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
     }

@@ -29,10 +29,10 @@ from erasure_receipts import (
     NothingToEraseError,
     Signer,
     ThreadErasedError,
-    attesting,
     verify_receipt,
 )
 from erasure_receipts.digest import EMPTY_ROOT
+from erasure_receipts.engine import eraser as attesting  # internals: where the flow signs
 from pg_helpers import connect, count, fingerprint, independent_digest, marker_rows
 from scenario import MARKER, TURNS, build_graph, human
 

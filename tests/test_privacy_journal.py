@@ -111,12 +111,12 @@ def erase(saver: Any, key: CommitmentKey, **kwargs: Any) -> Any:
 
 
 def crash_after_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from erasure_receipts import attesting
+    from erasure_receipts.engine import eraser
 
     def crash(*a: Any, **k: Any) -> Any:
         raise RuntimeError("crash after commit")
 
-    monkeypatch.setattr(attesting.Attesting, "_api_checks", crash)
+    monkeypatch.setattr(eraser, "api_checks", crash)  # the read-back after the commit
 
 
 # -- SQLite: the journal's pages in the main file and the WAL -----------------------------

@@ -1047,12 +1047,12 @@ def test_privacy_mode_authorizes_the_commitments(app_db: Path, tmp_path: Path) -
     assert res.exit_code == 0, res.stderr
     assert Authorization.from_json(out.read_bytes()).scope == scope
     with saver_on(app_db) as saver:
-        saver._prepare()
-        er = replace(saver._request("thread-A", [NS_A], True), privacy=ck)
+        saver._eraser.db.prepare()
+        er = replace(saver._eraser.request("thread-A", [NS_A], True), privacy=ck)
         with pytest.raises(AuthorizationError):
-            saver._with_context(er, CONTEXT, auth_for())  # plain ids: not what is erased
-        er = saver._with_context(er, CONTEXT, auth)
-        receipt = saver._erase_flow(er, False)
+            saver._eraser.with_context(er, CONTEXT, auth_for())  # plain ids: not what is erased
+        er = saver._eraser.with_context(er, CONTEXT, auth)
+        receipt = saver._eraser.erase(er, False)
     text = receipt.to_json().decode()
     assert "thread-A" not in text and "alice@example.com" not in text
     assert receipt.predicate["request"]["requester"] == ck.commit("requester", "alice@example.com")

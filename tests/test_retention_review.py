@@ -29,7 +29,7 @@ from langgraph.types import Command, interrupt
 from typer.testing import CliRunner, Result
 
 from erasure_receipts import AttestingSqliteSaver, Signer, verify_receipt
-from erasure_receipts import history as history_module
+from erasure_receipts._ops import history as history_module  # internals: page size
 from erasure_receipts.app import app
 from test_history_graphs import cfg, chat_graph, checkpoint_clock, human
 

@@ -66,7 +66,7 @@ def test_needle_forms_that_stores_really_write_are_found(
 def test_a_refusal_after_a_store_sweep_says_what_was_swept(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.subject import SubjectFlows
+    from erasure_receipts._ops import subject as SubjectFlows  # internals
 
     store = InMemoryStore()
     email = "alice@example.com"
@@ -75,14 +75,14 @@ def test_a_refusal_after_a_store_sweep_says_what_was_swept(
     ) as saver:
         put(saver, "alice-1")
         store.put(("users", "alice"), "profile", {"email": email})
-        checked = SubjectFlows._needles_outside
+        checked = SubjectFlows.needles_outside
 
         def then_a_writer_copies_it(self: Any, request: Any) -> None:
             checked(self, request)  # the pre-check passes; a racing writer copies it now
             # (into the store: a copy in the database is found before the sweep)
             store.put(("support", "tickets"), "9", {"text": f"ticket from {email}"})
 
-        monkeypatch.setattr(SubjectFlows, "_needles_outside", then_a_writer_copies_it)
+        monkeypatch.setattr(SubjectFlows, "needles_outside", then_a_writer_copies_it)
         with pytest.raises(NeedlesFoundError) as ei:
             saver.erase_subject(
                 "alice", threads=["alice-1"], store_namespaces=[("users", "alice")],
@@ -133,7 +133,7 @@ def test_a_receipt_that_would_not_verify_is_refused_before_anything_is_deleted(
 def test_recovered_privacy_receipt_names_no_path_and_the_journal_is_redacted(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import attesting
+    from erasure_receipts.engine import eraser
 
     db, store_db = tmp_path / "app.db", tmp_path / "memories-of-alice.db"
     key = CommitmentKey.generate()
@@ -149,7 +149,7 @@ def test_recovered_privacy_receipt_names_no_path_and_the_journal_is_redacted(
             raise RuntimeError("crash after commit")
 
         with monkeypatch.context() as m:
-            m.setattr(attesting.Attesting, "_api_checks", crash)
+            m.setattr(eraser, "api_checks", crash)  # the read-back after the commit
             with pytest.raises(ErasureIncompleteError):
                 saver.erase_subject(
                     "alice", threads=["alice-chat-1"], store_namespaces=[("users", "alice")],

@@ -200,10 +200,12 @@ def test_recovered_receipt_scans_conservatively(
         def crash(*a: Any, **k: Any) -> Any:
             raise OSError("process died after commit")
 
-        monkeypatch.setattr("erasure_receipts.attesting.sign_and_archive", crash)
+        monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t2")
-        monkeypatch.setattr("erasure_receipts.attesting.sign_and_archive", engine.sign_and_archive)
+        monkeypatch.setattr(
+            "erasure_receipts.engine.eraser.sign_and_archive", engine.sign_and_archive
+        )
         # The statement was journaled with the scan's result: re-signing is byte-identical.
         [r] = s.recover_receipts(min_age_seconds=0)
     assert residue(r, "residue_scan")["status"] == "applied"
@@ -365,7 +367,7 @@ def test_pending_erasures_and_logs_without_content(
         def crash(*a: Any, **k: Any) -> Any:
             raise OSError("disk full")
 
-        monkeypatch.setattr("erasure_receipts.attesting.sign_and_archive", crash)
+        monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t")
         [pending] = s.pending_erasures()
@@ -684,7 +686,7 @@ def test_naive_clock_is_utc_not_local_time(tmp_path: Path, signer: Signer, monke
             def crash(*a: Any, **k: Any) -> Any:
                 raise OSError("disk full")
 
-            monkeypatch.setattr("erasure_receipts.attesting.sign_and_archive", crash)
+            monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
             with pytest.raises(ErasureIncompleteError):
                 s.erase_thread("t")
             [pending] = s.pending_erasures()  # no naive/aware TypeError

@@ -100,7 +100,8 @@ def test_archive_failure_after_commit_is_recoverable(
 CRASH = textwrap.dedent(
     """
     import os, sys
-    from erasure_receipts import AttestingSqliteSaver, Signer, attesting
+    from erasure_receipts import AttestingSqliteSaver, Signer
+    from erasure_receipts.engine import eraser as attesting
     from erasure_receipts.backends import sqlite as sqlite_backend
     from langgraph.checkpoint.base import empty_checkpoint
 

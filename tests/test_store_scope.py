@@ -158,7 +158,7 @@ def test_subject_needle_written_during_the_erasure_sweeps_nothing(
 ) -> None:
     """A copy written into the database after the subject's pre-check is found inside
     the transaction before the store is swept: the store item is still there."""
-    from erasure_receipts.subject import SubjectFlows
+    from erasure_receipts._ops import subject as SubjectFlows  # internals
 
     store = InMemoryStore()
     email = "alice@example.com"
@@ -167,13 +167,13 @@ def test_subject_needle_written_during_the_erasure_sweeps_nothing(
         graph = chat_graph(saver, store)
         graph.invoke(human("hello"), cfg("alice-1"))
         store.put(ALICE, "profile", {"email": email})
-        checked = SubjectFlows._needles_outside
+        checked = SubjectFlows.needles_outside
 
         def then_a_writer_copies_it(self: Any, request: Any) -> None:
             checked(self, request)  # the pre-check passes; a racing writer copies it now
             graph.invoke(human(f"ticket from {email}"), cfg("support-9"))
 
-        monkeypatch.setattr(SubjectFlows, "_needles_outside", then_a_writer_copies_it)
+        monkeypatch.setattr(SubjectFlows, "needles_outside", then_a_writer_copies_it)
         with pytest.raises(NeedlesFoundError) as ei:
             saver.erase_subject("alice", threads=["alice-1"], store_namespaces=[ALICE],
                                 needles=[email])  # fmt: skip

@@ -267,9 +267,9 @@ def test_a_thread_created_while_the_erasure_starts_is_found_under_the_lock(
 ) -> None:
     """The first search misses a thread committed just before the transaction; the
     search under the write lock finds it: rolled back, restarted, erased and listed."""
-    from erasure_receipts import subject
+    from erasure_receipts._ops import subject as subject_ops  # internals
 
-    original = subject.SubjectFlows._subject_request
+    original = subject_ops.subject_request
     calls: list[int] = []
 
     def late(self: Any, handle: Any, spec: Any) -> Any:
@@ -279,7 +279,7 @@ def test_a_thread_created_while_the_erasure_starts_is_found_under_the_lock(
         calls.append(1)
         return request
 
-    monkeypatch.setattr(subject.SubjectFlows, "_subject_request", late)
+    monkeypatch.setattr(subject_ops, "subject_request", late)
     receipt = saver.erase_subject(SUBJECT, metadata_key="user_id")
     assert len(calls) == 2
     assert "alice-late" in receipt.predicate["scope"]["threads"]

@@ -205,10 +205,10 @@ def test_pg_writers_wait_for_the_subject_erasure(
 def test_pg_thread_appearing_before_the_lock_restarts(
     pg_app: str, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts import subject
+    from erasure_receipts._ops import subject as subject_ops  # internals
 
     dsn = pg_app
-    original = subject.SubjectFlows._subject_request
+    original = subject_ops.subject_request
     calls: list[int] = []
 
     def late(self: Any, handle: Any, spec: Any) -> Any:
@@ -218,7 +218,7 @@ def test_pg_thread_appearing_before_the_lock_restarts(
         calls.append(1)
         return request
 
-    monkeypatch.setattr(subject.SubjectFlows, "_subject_request", late)
+    monkeypatch.setattr(subject_ops, "subject_request", late)
     with AttestingPostgresSaver.from_conn_string(dsn, signer=signer) as saver:
         r = saver.erase_subject(SUBJECT, metadata_key="user_id")
     assert len(calls) == 2 and "alice-late" in r.predicate["scope"]["threads"]

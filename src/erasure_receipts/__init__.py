@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from ._ops.history import SweepEvent, SweepResult
+    from ._ops.subject import Location, SubjectDigest
     from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
     from .errors import (
         ArgumentTypeError,
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
         UntrustedKeyError,
         VerificationError,
     )
-    from .history import SweepEvent, SweepResult
     from .log import ReceiptLog
     from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from .privacy import CommitmentKey
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
         ThreadDigest,
     )
     from .signing import PublicKey, Signer
-    from .subject import Location, SubjectDigest
     from .trust import TrustedKey, TrustStore
     from .verify import VerifiedReceipt, verify_receipt
 
@@ -108,12 +108,12 @@ _LAZY = {
     "authorize": "request",
     "CommitmentKey": "privacy",
     "ReceiptLog": "log",
-    "Location": "subject",
+    "Location": "_ops.subject",
     "NeedlesFoundError": "errors",
-    "SubjectDigest": "subject",
+    "SubjectDigest": "_ops.subject",
     "DeltaChannelError": "errors",
-    "SweepEvent": "history",
-    "SweepResult": "history",
+    "SweepEvent": "_ops.history",
+    "SweepResult": "_ops.history",
 }
 
 __all__ = [

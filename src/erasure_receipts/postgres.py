@@ -15,7 +15,7 @@ Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
 from functools import cache
@@ -41,14 +41,7 @@ from psycopg.rows import dict_row
 
 from . import __version__
 from ._held import HeldWrites, key_of
-from .attesting import (
-    API_CHECK,
-    AsyncFlows,
-    Attesting,
-    NamespacesFor,
-    ResidueScan,
-    ThreadDigest,
-)
+from ._surface import AsyncErasureMethods, ErasureMethods
 from .backends import postgres as pg_backend
 from .backends.postgres import (
     AsyncBridgeSession,
@@ -63,12 +56,12 @@ from .backends.postgres import (
 )
 from .backends.store import StoreSweepPart, hides_expired
 from .engine import ErasureRequest, Part, measure_rows
+from .engine.eraser import Eraser, NamespacesFor, ThreadDigest
+from .engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .engine.seams import ResidueScan
 from .errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
-from .history import AsyncHistoryMethods, HistoryMethods
 from .log import ReceiptLog
 from .signing import Signer
-from .subject import AsyncSubjectMethods, SubjectMethods
-from .thread import AsyncThreadMethods, ThreadMethods
 
 __all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver", "digest_read_only"]
 
@@ -109,80 +102,192 @@ def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
         raise
 
 
-class _PgAttesting(Attesting):
-    """How the Postgres savers (sync and async) build their backend: the handle is a
-    :class:`~erasure_receipts.backends.postgres.Session`."""
+def _identity(session: Session) -> tuple[Any, ...] | None:
+    """Which database (and schema) a connection writes to; None if unknown."""
+    try:
+        return server_identity(session)
+    except psycopg.Error:
+        return None
 
-    _journal = pg_backend
-    vacuum: bool | str
-    lock_timeout_ms: int
 
-    def _init_pg(self, vacuum: bool | str, lock_timeout_ms: int) -> None:
-        if vacuum not in (False, True, "full"):
-            raise ConfigurationError('vacuum= must be False, True or "full"')
-        self.vacuum = vacuum
-        self.lock_timeout_ms = int(lock_timeout_ms)
-        self._schema_ready = False
+def _pg_options(vacuum: bool | str, lock_timeout_ms: int) -> tuple[bool | str, int]:
+    if vacuum not in (False, True, "full"):
+        raise ConfigurationError('vacuum= must be False, True or "full"')
+    return vacuum, int(lock_timeout_ms)
 
-    def _new_backend(
+
+class _PgDatabase:
+    """The sync PostgreSQL saver's database seam: a
+    :class:`~erasure_receipts.backends.postgres.Session` on one connection of the
+    saver's (pool), under its lock."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+        self._store_rows: bool | None = None
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(session, *args)`` under the saver's lock."""
+        with self.saver._session() as s:
+            return fn(s, *args)
+
+    def backend(
         self, session: Session, request: ErasureRequest, residue_scan: ResidueScan
     ) -> PostgresBackend:
+        """The PostgreSQL backend of ``request`` (a store elsewhere is swept)."""
+        saver = self.saver
+        store = saver.store
         rows_ns: Sequence[tuple[str, ...]] = ()
         extra: list[Part] = []
         if request.store_namespaces:
-            assert self.store is not None
+            assert store is not None
             if self._store_rows:
                 rows_ns = request.store_namespaces
             else:
                 unit = "store" if request.kind == "subject" else ""
-                extra.append(StoreSweepPart(self.store, request.store_namespaces, unit=unit))
+                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
         return PostgresBackend(
             session,
             request.thread_id,
-            saver=type(self).__name__,
-            store=type(self.store).__name__ if self.store is not None else None,
+            saver=type(saver).__name__,
+            store=type(store).__name__ if store is not None else None,
             store_rows_namespaces=rows_ns,
             extra_parts=extra,
-            extra_residue=(lambda: self._swept_store_residue(extra)) if extra else None,
+            extra_residue=(lambda: _swept_store_residue(store, extra)) if extra else None,
             versions=_versions(),
-            vacuum=self.vacuum,
-            lock_timeout_ms=self.lock_timeout_ms,
+            vacuum=saver.vacuum,
+            lock_timeout_ms=saver.lock_timeout_ms,
             residue_scan=bool(residue_scan),
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
-            tombstone_policy=self.tombstone_policy,
+            tombstone_policy=saver.tombstone_policy,
         )
 
-    def _retryable(self, exc: ErasureIncompleteError) -> bool:
+    def retryable(self, exc: ErasureIncompleteError) -> bool:
+        """Serialization failures, deadlocks and lock timeouts are retried."""
         return retryable(exc)
 
-    def _swept_store_residue(self, parts: Sequence[Part]) -> list[dict[str, Any]]:
-        detail: dict[str, Any] = {
-            "store": type(self.store).__name__,
-            "reason": "deleted through the BaseStore API; its storage is not scrubbed by "
-                      "this library",
-        }  # fmt: skip
-        if self.store is not None and hides_expired(self.store):
-            # search() hides expired rows here: they were read by SQL and deleted too.
-            detail["expired_rows_hidden_from_search"] = sum(
-                p.hidden_deleted for p in parts if isinstance(p, StoreSweepPart)
-            )
-        return [{"action": "store.scrub", "status": "skipped", "detail": detail}]
+    def check_readable(self, session: Session) -> None:
+        """Any database the saver connects to is read as it is."""
 
-    @staticmethod
-    def _identity(session: Session) -> tuple[Any, ...] | None:
-        """Which database (and schema) a connection writes to; None if unknown."""
+    def store_rows(self) -> bool:
+        """Whether the store's tables are in the saver's database (and schema)."""
+        return bool(self._store_rows)
+
+    def resolve_store(self) -> None:
+        """Whether a ``PostgresStore`` writes to the saver's database (no writes)."""
+        from langgraph.store.postgres import PostgresStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver.store
+        if not isinstance(store, PostgresStore):
+            self._store_rows = False
+            return
+        # One connection at a time: a store sharing a small pool must not deadlock here.
+        with self.saver._session() as mine:
+            ours = _identity(mine)
+        with _pg_internal.get_connection(store.conn) as theirs:
+            self._store_rows = ours is not None and ours == _identity(SyncSession(theirs))
+
+    def prepare(self) -> None:
+        """Install (or check) the library's schema, then locate the store."""
+        self.saver._ready()
+        self.resolve_store()
+
+    def ensure_journal(self) -> None:
+        """The library's schema is installed."""
+        self.saver._ready()
+
+
+class _AsyncPgDatabase(_PgDatabase):
+    """The async PostgreSQL saver's database seam: a flow runs on a worker thread; each
+    database call enters the saver's lock and connection on the event loop."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def on_loop(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
+        assert self.loop is not None, "async flows run through flow()"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        # Called by a flow, already on a worker thread: run ``fn`` right here, with the
+        # session (lock + connection) entered and left on the event loop. Handing ``fn``
+        # to yet another pool thread could exhaust the pool under concurrent erasures.
+        session = self.saver._session()
+        s = self.on_loop(session.__aenter__())
         try:
-            return server_identity(session)
-        except psycopg.Error:
-            return None
+            result = fn(s, *args)
+        except BaseException as exc:
+            self.on_loop(session.__aexit__(type(exc), exc, exc.__traceback__))
+            raise
+        self.on_loop(session.__aexit__(None, None, None))
+        return result
+
+    async def arun(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the synchronous ``fn(session, *args)`` on a worker thread."""
+        async with self.saver._session() as s:
+            return await asyncio.to_thread(fn, s, *args)
+
+    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a synchronous flow on a worker thread of this event loop."""
+        self.loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(fn, *args)
+
+    def prepare(self) -> None:
+        self.on_loop(self.aprepare())
+
+    def ensure_journal(self) -> None:
+        self.on_loop(self.aensure_journal())
+
+    def resolve_store(self) -> None:
+        self.on_loop(self.aresolve_store())
+
+    async def aresolve_store(self) -> None:
+        """Async ``resolve_store``."""
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver.store
+        if not isinstance(store, AsyncPostgresStore):
+            self._store_rows = False
+            return
+        ours = await self.arun(_identity)
+        async with _pg_ainternal.get_connection(store.conn) as theirs:
+            bridge = AsyncBridgeSession(theirs, asyncio.get_running_loop())
+            other = await asyncio.to_thread(_identity, bridge)
+        self._store_rows = ours is not None and ours == other
+
+    async def aprepare(self) -> None:
+        """Async ``prepare``."""
+        await self.saver._aready()
+        await self.aresolve_store()
+
+    async def aensure_journal(self) -> None:
+        """Async ``ensure_journal``."""
+        await self.saver._aready()
 
 
-class AttestingPostgresSaver(
-    ThreadMethods, HistoryMethods, SubjectMethods, PostgresSaver, _PgAttesting
-):
+def _swept_store_residue(store: Any, parts: Sequence[Part]) -> list[dict[str, Any]]:
+    detail: dict[str, Any] = {
+        "store": type(store).__name__,
+        "reason": "deleted through the BaseStore API; its storage is not scrubbed by "
+                  "this library",
+    }  # fmt: skip
+    if store is not None and hides_expired(store):
+        # search() hides expired rows here: they were read by SQL and deleted too.
+        detail["expired_rows_hidden_from_search"] = sum(
+            p.hidden_deleted for p in parts if isinstance(p, StoreSweepPart)
+        )
+    return [{"action": "store.scrub", "status": "skipped", "detail": detail}]
+
+
+class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
     """``PostgresSaver`` whose deletions are measured, verified and signed.
 
     Args:
@@ -227,17 +332,14 @@ class AttestingPostgresSaver(
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
-        self._init_attesting(
-            signer,
-            store,
-            archive,
-            namespaces_for,
-            clock,
-            residue_scan,
-            refuse_erased_reads,
-            tombstone_policy,
-        )
-        self._init_pg(vacuum, lock_timeout_ms)
+        self.vacuum, self.lock_timeout_ms = _pg_options(vacuum, lock_timeout_ms)
+        self._schema_ready = False
+        self._eraser = Eraser(
+            _PgDatabase(self), pg_backend, SaverReader(self),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
 
     @classmethod
     @contextmanager
@@ -330,53 +432,17 @@ class AttestingPostgresSaver(
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            held = self._held_writes.refused(item, self._db(_pg_bound, key_of(config)[0]))
+            held = self._held_writes.refused(
+                item, self._eraser.db.run(_pg_bound, key_of(config)[0])
+            )
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
             with _tombstone_errors(config):
                 super().put_writes(config, writes, task_id, task_path)
 
-    # -- the hooks of the shared flows ---------------------------------------------------
 
-    def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        with self._session() as s:
-            return fn(s, *args)
-
-    def _resolve_store_rows(self) -> None:
-        from langgraph.store.postgres import PostgresStore
-
-        if self._store_rows is not None:
-            return
-        store = self.store
-        if not isinstance(store, PostgresStore):
-            self._store_rows = False
-            return
-        # One connection at a time: a store sharing a small pool must not deadlock here.
-        with self._session() as mine:
-            ours = self._identity(mine)
-        with _pg_internal.get_connection(store.conn) as theirs:
-            self._store_rows = ours is not None and ours == self._identity(SyncSession(theirs))
-
-    def _prepare(self) -> None:
-        self._ready()
-        self._resolve_store_rows()
-
-    def _ensure_journal(self) -> None:
-        self._ready()
-
-    def _preview(self, session: Session, request: ErasureRequest) -> ThreadDigest:
-        return self._measure(session, request)
-
-
-class AsyncAttestingPostgresSaver(
-    AsyncThreadMethods,
-    AsyncHistoryMethods,
-    AsyncSubjectMethods,
-    AsyncPostgresSaver,
-    _PgAttesting,
-    AsyncFlows,
-):
+class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
     """``AsyncPostgresSaver`` whose deletions are measured, verified and signed.
 
     Same arguments as :class:`AttestingPostgresSaver` (``conn`` an ``AsyncConnection``
@@ -403,17 +469,15 @@ class AsyncAttestingPostgresSaver(
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
-        self._init_attesting(
-            signer,
-            store,
-            archive,
-            namespaces_for,
-            clock,
-            residue_scan,
-            refuse_erased_reads,
-            tombstone_policy,
-        )
-        self._init_pg(vacuum, lock_timeout_ms)
+        self.vacuum, self.lock_timeout_ms = _pg_options(vacuum, lock_timeout_ms)
+        self._schema_ready = False
+        db = _AsyncPgDatabase(self)
+        self._eraser = Eraser(
+            db, pg_backend, AsyncSaverReader(self, db.on_loop),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
 
     @classmethod
     @asynccontextmanager
@@ -438,35 +502,16 @@ class AsyncAttestingPostgresSaver(
             pool = None if isinstance(self.conn, psycopg.AsyncConnection) else self.conn
             yield AsyncBridgeSession(conn, asyncio.get_running_loop(), pool)
 
-    async def _adb(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run the synchronous ``fn(session, *args)`` on a worker thread."""
-        async with self._session() as s:
-            return await asyncio.to_thread(fn, s, *args)
-
-    def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        # Called by a flow, already on a worker thread: run ``fn`` right here, with the
-        # session (lock + connection) entered and left on the event loop. Handing ``fn``
-        # to yet another pool thread could exhaust the pool under concurrent erasures.
-        session = self._session()
-        s = self._on_loop(session.__aenter__())
-        try:
-            result = fn(s, *args)
-        except BaseException as exc:
-            self._on_loop(session.__aexit__(type(exc), exc, exc.__traceback__))
-            raise
-        self._on_loop(session.__aexit__(None, None, None))
-        return result
-
     async def setup(self) -> None:
         """Async :meth:`AttestingPostgresSaver.setup`."""
         await super().setup()
-        await self._adb(ensure_schema)  # a catalog check when current; upgrades otherwise
+        await self._adb.arun(ensure_schema)  # a catalog check when current; upgrades otherwise
         self._schema_ready = True
 
     async def _aready(self) -> None:
         if self._schema_ready:
             return
-        self._schema_ready = bool(await self._adb(schema_installed))
+        self._schema_ready = bool(await self._adb.arun(schema_installed))
         if not self._schema_ready:
             await self.setup()
 
@@ -523,40 +568,13 @@ class AsyncAttestingPostgresSaver(
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            bound = await self._adb(_pg_bound, key_of(config)[0])
+            bound = await self._adb.arun(_pg_bound, key_of(config)[0])
             held = self._held_writes.refused(item, bound)
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
             async with self._atombstone_errors(config):
                 await super().aput_writes(config, writes, task_id, task_path)
-
-    # -- the hooks of the shared flows ---------------------------------------------------
-
-    async def _resolve_store_rows_async(self) -> None:
-        from langgraph.store.postgres.aio import AsyncPostgresStore
-
-        if self._store_rows is not None:
-            return
-        store = self.store
-        if not isinstance(store, AsyncPostgresStore):
-            self._store_rows = False
-            return
-        ours = await self._adb(self._identity)
-        async with _pg_ainternal.get_connection(store.conn) as theirs:
-            bridge = AsyncBridgeSession(theirs, asyncio.get_running_loop())
-            other = await asyncio.to_thread(self._identity, bridge)
-        self._store_rows = ours is not None and ours == other
-
-    async def _aprepare(self) -> None:
-        await self._aready()
-        await self._resolve_store_rows_async()
-
-    async def _aensure_journal(self) -> None:
-        await self._aready()
-
-    def _preview(self, session: Session, request: ErasureRequest) -> ThreadDigest:
-        return self._measure(session, request)
 
 
 def digest_read_only(

@@ -11,8 +11,9 @@ LangGraph's conformance suite in the tests.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
 from datetime import datetime
 from functools import cache
@@ -35,16 +36,7 @@ from langgraph.store.base import BaseStore
 
 from . import __version__
 from ._held import HeldWrites, key_of
-from .attesting import (
-    API_CHECK,
-    AsyncFlows,
-    Attesting,
-    NamespacesFor,
-    PendingErasure,
-    ResidueScan,
-    ThreadDigest,
-    check_archive,
-)
+from ._surface import AsyncErasureMethods, ErasureMethods
 from .backends import sqlite as sqlite_backend
 from .backends.sqlite import (
     SqliteBackend,
@@ -55,12 +47,12 @@ from .backends.sqlite import (
 )
 from .backends.store import StoreSweepPart
 from .engine import ErasureRequest, Part
-from .errors import NotALangGraphDatabaseError, ThreadErasedError
-from .history import AsyncHistoryMethods, HistoryMethods
+from .engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest, check_archive
+from .engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .engine.seams import ResidueScan
+from .errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
 from .log import ReceiptLog
 from .signing import Signer
-from .subject import AsyncSubjectMethods, SubjectMethods
-from .thread import AsyncThreadMethods, ThreadMethods
 
 __all__ = [
     "AsyncAttestingSqliteSaver",
@@ -104,69 +96,61 @@ def _versions() -> dict[str, str]:
     return out
 
 
-class _SqliteAttesting(Attesting):
-    """How the SQLite savers (sync and async) build their backend: the handle is the
-    raw ``sqlite3.Connection`` (for the async saver, the one inside aiosqlite)."""
+class _SqliteDatabase:
+    """The sync SQLite saver's database seam: its ``sqlite3.Connection`` under its lock
+    (and the store's, when the store shares the connection)."""
 
-    _journal = sqlite_backend
+    def __init__(self, saver: AttestingSqliteSaver) -> None:
+        self.saver = saver
+        self._store_rows: bool | None = None
 
-    def _new_backend(
+    def _store_lock(self) -> Any:
+        store = self.saver.store
+        lock = getattr(store, "lock", None)
+        same_conn = getattr(store, "conn", None) is self.saver.conn
+        return lock if same_conn and lock is not None else nullcontext()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` under the saver's lock."""
+        with self.saver.lock, self._store_lock():
+            return fn(self.saver.conn, *args)
+
+    def backend(
         self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: ResidueScan
     ) -> SqliteBackend:
+        """The SQLite backend of ``request`` (a store elsewhere is swept through its API)."""
+        store = self.saver.store
         rows_ns: Sequence[tuple[str, ...]] = ()
         extra: list[Part] = []
         if request.store_namespaces:
-            assert self.store is not None
+            assert store is not None
             if self._store_rows:
                 rows_ns = request.store_namespaces
             else:
                 unit = "store" if request.kind == "subject" else ""
-                extra.append(StoreSweepPart(self.store, request.store_namespaces, unit=unit))
+                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
         return SqliteBackend(
             conn,
             request.thread_id,
-            saver=type(self).__name__,
-            store=type(self.store).__name__ if self.store is not None else None,
+            saver=type(self.saver).__name__,
+            store=type(store).__name__ if store is not None else None,
             store_rows_namespaces=rows_ns,
             extra_parts=extra,
-            extra_residue=(lambda: self._store_residue(bool(residue_scan))) if extra else None,
+            extra_residue=(lambda: _store_residue(store, bool(residue_scan))) if extra else None,
             versions=_versions(),
             residue_scan=residue_scan,
             threads=list(request.threads) if request.kind == "subject" else None,
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
-            tombstone_policy=self.tombstone_policy,
+            tombstone_policy=self.saver.tombstone_policy,
         )
 
-    def _store_residue(self, scanned: bool) -> list[dict[str, Any]]:
-        """Residue of a swept store: scrub it if it is SQLite we can reach, else say so."""
-        from langgraph.store.sqlite import SqliteStore
+    def retryable(self, exc: ErasureIncompleteError) -> bool:
+        """SQLite's ``BEGIN IMMEDIATE`` waits for the lock: nothing to retry."""
+        return False
 
-        store = self.store
-        if isinstance(store, SqliteStore):
-            with store.lock:
-                out = scrub(store.conn, "store")
-                path = database_path(store.conn)
-            # Only the saver's own database file is scanned: say so for the store's.
-            action = "residue_scan.store" if scanned else "sqlite.live_page_free_space.store"
-            reason = (
-                "the store's database file is not scanned (only the saver's is); copies "
-                "of erased items can remain in the free space of its live pages"
-            )
-            out.append(
-                {"action": action, "status": "skipped",
-                 "detail": {"database": path, "reason": reason}}
-            )  # fmt: skip
-            return out
-        return [
-            {"action": "store.scrub", "status": "skipped",
-             "detail": {"store": type(store).__name__,
-                        "reason": "deleted through the BaseStore API; its storage is not "
-                                  "scrubbed by this library"}}
-        ]  # fmt: skip
-
-    def _digest_readonly(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
+    def check_readable(self, conn: sqlite3.Connection) -> None:
         """Read-only: never creates tables, triggers or changes the journal mode, so a
         preview also works on a ``mode=ro`` connection."""
         if not conn.execute(
@@ -175,12 +159,151 @@ class _SqliteAttesting(Attesting):
             raise NotALangGraphDatabaseError(
                 f"{database_path(conn)}: no LangGraph checkpoint tables (not a LangGraph database)"
             )
-        return self._measure(conn, request)
+
+    def store_rows(self) -> bool:
+        """Whether the store's items are rows of the saver's database file."""
+        return bool(self._store_rows)
+
+    def resolve_store(self) -> None:
+        """Whether the store's tables live in the saver's database (no writes)."""
+        from langgraph.store.sqlite import SqliteStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver.store
+        if not isinstance(store, SqliteStore):
+            self._store_rows = False
+        elif store.conn is self.saver.conn:
+            self._store_rows = True
+        else:
+            try:
+                with store.lock:
+                    # Overwrites made through the store's own connection must be zeroed
+                    # too, or old item versions linger in free space (connection-scoped).
+                    store.conn.execute("PRAGMA secure_delete = ON")
+                    other = database_path(store.conn)
+                self._store_rows = other != ":memory:" and other == database_path(self.saver.conn)
+            except sqlite3.Error:
+                self._store_rows = False
+
+    def prepare(self) -> None:
+        """Set up (the library's tables), then locate the store."""
+        self.saver.setup()
+        self.resolve_store()
+
+    def ensure_journal(self) -> None:
+        """The library's tables exist."""
+        self.saver.setup()
 
 
-class AttestingSqliteSaver(
-    ThreadMethods, HistoryMethods, SubjectMethods, SqliteSaver, _SqliteAttesting
-):
+class _AsyncSqliteDatabase(_SqliteDatabase):
+    """The async SQLite saver's database seam: the ``sqlite3.Connection`` inside
+    aiosqlite, used on aiosqlite's own thread; a flow runs on a worker thread and
+    reaches it through the event loop."""
+
+    saver: AsyncAttestingSqliteSaver  # type: ignore[assignment]
+
+    def __init__(self, saver: AsyncAttestingSqliteSaver) -> None:
+        self.saver = saver
+        self._store_rows = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def on_loop(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
+        assert self.loop is not None, "async flows run through flow()"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.on_loop(self.arun(fn, *args))
+
+    async def arun(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` on aiosqlite's thread, under the saver's lock."""
+        async with self.saver.lock:
+            result: T = await self.saver._run(fn, self.saver.conn._conn, *args)
+        return result
+
+    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a synchronous flow on a worker thread of this event loop."""
+        self.loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(fn, *args)
+
+    def prepare(self) -> None:
+        self.on_loop(self.aprepare())
+
+    def ensure_journal(self) -> None:
+        self.on_loop(self.aensure_journal())
+
+    def resolve_store(self) -> None:
+        self.on_loop(self.aresolve_store())
+
+    async def aresolve_store(self) -> None:
+        """Async ``resolve_store``."""
+        from langgraph.store.sqlite import SqliteStore
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+        if self._store_rows is not None:
+            return
+        saver = self.saver
+        store = saver.store
+        if getattr(store, "conn", None) is saver.conn:
+            # One aiosqlite connection for both: its rows are ours, in our transaction
+            # (and its sync API must never be called from that connection's own thread).
+            self._store_rows = True
+            return
+        mine = await saver._run(lambda: database_path(saver.conn._conn))
+        other = None
+        try:
+            if isinstance(store, AsyncSqliteStore):
+                await store.conn.execute("PRAGMA secure_delete = ON")
+                async with store.conn.execute("PRAGMA database_list") as cur:
+                    rows = await cur.fetchall()
+                other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
+            elif isinstance(store, SqliteStore):
+                with store.lock:
+                    store.conn.execute("PRAGMA secure_delete = ON")
+                    other = database_path(store.conn)
+        except sqlite3.Error:
+            other = None
+        self._store_rows = other is not None and other != ":memory:" and other == mine
+
+    async def aprepare(self) -> None:
+        """Async ``prepare``."""
+        await self.saver.setup()
+        await self.aresolve_store()
+
+    async def aensure_journal(self) -> None:
+        """Async ``ensure_journal``."""
+        await self.saver.setup()
+
+
+def _store_residue(store: Any, scanned: bool) -> list[dict[str, Any]]:
+    """Residue of a swept store: scrub it if it is SQLite we can reach, else say so."""
+    from langgraph.store.sqlite import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        with store.lock:
+            out = scrub(store.conn, "store")
+            path = database_path(store.conn)
+        # Only the saver's own database file is scanned: say so for the store's.
+        action = "residue_scan.store" if scanned else "sqlite.live_page_free_space.store"
+        reason = (
+            "the store's database file is not scanned (only the saver's is); copies "
+            "of erased items can remain in the free space of its live pages"
+        )
+        out.append(
+            {"action": action, "status": "skipped",
+             "detail": {"database": path, "reason": reason}}
+        )  # fmt: skip
+        return out
+    return [
+        {"action": "store.scrub", "status": "skipped",
+         "detail": {"store": type(store).__name__,
+                    "reason": "deleted through the BaseStore API; its storage is not "
+                              "scrubbed by this library"}}
+    ]  # fmt: skip
+
+
+class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
     """``SqliteSaver`` whose deletions are measured, verified and signed.
 
     Args:
@@ -225,16 +348,12 @@ class AttestingSqliteSaver(
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
-        self._init_attesting(
-            signer,
-            store,
-            archive,
-            namespaces_for,
-            clock,
-            residue_scan,
-            refuse_erased_reads,
-            tombstone_policy,
-        )
+        self._eraser = Eraser(
+            _SqliteDatabase(self), sqlite_backend, SaverReader(self),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
 
     @classmethod
     @contextmanager
@@ -323,64 +442,17 @@ class AttestingSqliteSaver(
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            held = self._held_writes.refused(item, self._db(_sqlite_bound, key_of(config)[0]))
+            held = self._held_writes.refused(
+                item, self._eraser.db.run(_sqlite_bound, key_of(config)[0])
+            )
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
             with _tombstone_errors(config):
                 super().put_writes(config, writes, task_id, task_path)
 
-    # -- the hooks of the shared flows ---------------------------------------------------
 
-    def _store_lock(self) -> Any:
-        lock = getattr(self.store, "lock", None)
-        same_conn = getattr(self.store, "conn", None) is self.conn
-        return lock if same_conn and lock is not None else nullcontext()
-
-    def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        with self.lock, self._store_lock():
-            return fn(self.conn, *args)
-
-    def _resolve_store_rows(self) -> None:
-        from langgraph.store.sqlite import SqliteStore
-
-        if self._store_rows is not None:
-            return
-        store = self.store
-        if not isinstance(store, SqliteStore):
-            self._store_rows = False
-        elif store.conn is self.conn:
-            self._store_rows = True
-        else:
-            try:
-                with store.lock:
-                    # Overwrites made through the store's own connection must be zeroed
-                    # too, or old item versions linger in free space (connection-scoped).
-                    store.conn.execute("PRAGMA secure_delete = ON")
-                    other = database_path(store.conn)
-                self._store_rows = other != ":memory:" and other == database_path(self.conn)
-            except sqlite3.Error:
-                self._store_rows = False
-
-    def _prepare(self) -> None:
-        self.setup()
-        self._resolve_store_rows()
-
-    def _ensure_journal(self) -> None:
-        self.setup()
-
-    def _preview(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
-        return self._digest_readonly(conn, request)
-
-
-class AsyncAttestingSqliteSaver(
-    AsyncThreadMethods,
-    AsyncHistoryMethods,
-    AsyncSubjectMethods,
-    AsyncSqliteSaver,
-    _SqliteAttesting,
-    AsyncFlows,
-):
+class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
     """``AsyncSqliteSaver`` whose deletions are measured, verified and signed.
 
     Same arguments as :class:`AttestingSqliteSaver`. The shared flows run on a worker
@@ -404,16 +476,13 @@ class AsyncAttestingSqliteSaver(
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
-        self._init_attesting(
-            signer,
-            store,
-            archive,
-            namespaces_for,
-            clock,
-            residue_scan,
-            refuse_erased_reads,
-            tombstone_policy,
-        )
+        db = _AsyncSqliteDatabase(self)
+        self._eraser = Eraser(
+            db, sqlite_backend, AsyncSaverReader(self, db.on_loop),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
         self._tombstones_ready = False
 
     @classmethod
@@ -512,55 +581,10 @@ class AsyncAttestingSqliteSaver(
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            bound = await self._adb(_sqlite_bound, key_of(config)[0])
+            bound = await self._adb.arun(_sqlite_bound, key_of(config)[0])
             held = self._held_writes.refused(item, bound)
             if held is None:
                 raise
         if not held:  # the checkpoint was saved meanwhile
             async with self._atombstone_errors(config):
                 await super().aput_writes(config, writes, task_id, task_path)
-
-    # -- the hooks of the shared flows ---------------------------------------------------
-
-    async def _adb(self, fn: Callable[..., T], *args: Any) -> T:
-        async with self.lock:
-            result: T = await self._run(fn, self.conn._conn, *args)
-        return result
-
-    async def _resolve_store_rows_async(self) -> None:
-        from langgraph.store.sqlite import SqliteStore
-        from langgraph.store.sqlite.aio import AsyncSqliteStore
-
-        if self._store_rows is not None:
-            return
-        store = self.store
-        if getattr(store, "conn", None) is self.conn:
-            # One aiosqlite connection for both: its rows are ours, in our transaction
-            # (and its sync API must never be called from that connection's own thread).
-            self._store_rows = True
-            return
-        mine = await self._run(lambda: database_path(self.conn._conn))
-        other = None
-        try:
-            if isinstance(store, AsyncSqliteStore):
-                await store.conn.execute("PRAGMA secure_delete = ON")
-                async with store.conn.execute("PRAGMA database_list") as cur:
-                    rows = await cur.fetchall()
-                other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
-            elif isinstance(store, SqliteStore):
-                with store.lock:
-                    store.conn.execute("PRAGMA secure_delete = ON")
-                    other = database_path(store.conn)
-        except sqlite3.Error:
-            other = None
-        self._store_rows = other is not None and other != ":memory:" and other == mine
-
-    async def _aprepare(self) -> None:
-        await self.setup()
-        await self._resolve_store_rows_async()
-
-    async def _aensure_journal(self) -> None:
-        await self.setup()
-
-    def _preview(self, conn: sqlite3.Connection, request: ErasureRequest) -> ThreadDigest:
-        return self._digest_readonly(conn, request)

@@ -43,7 +43,7 @@ def _duration(option: str, value: str) -> Any:
 
 
 def _short(thread_id: str) -> str:
-    from ..history import _short as short
+    from .._ops.history import _short as short
 
     return short(thread_id)
 

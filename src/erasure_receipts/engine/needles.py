@@ -9,15 +9,20 @@ import json
 import os
 import re
 import unicodedata
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from langgraph.store.base import BaseStore
+
+from .._parts import iter_pages
+from ..backends.store import PAGE_SIZE
 from ..errors import (
     ErasureIncompleteError,
     NeedlesFoundError,
 )
 from .types import ErasureBackend, ErasureRequest, _committed
 
-__all__ = ["NEEDLE_FORMS", "named_needle_forms", "needle_forms"]
+__all__ = ["NEEDLE_FORMS", "named_needle_forms", "needle_forms", "store_locations"]
 
 
 NEEDLE_FORMS = (
@@ -130,4 +135,36 @@ def _redact_locations(
             else:
                 clean[k] = v
         out.append(clean)
+    return out
+
+
+# -- the store outside the database: through the BaseStore API -------------------------
+
+
+def _all_namespaces(store: BaseStore) -> Iterator[tuple[str, ...]]:
+    def fetch(offset: int) -> list[Any]:
+        return list(store.list_namespaces(limit=PAGE_SIZE, offset=offset))
+
+    return iter_pages(fetch, PAGE_SIZE)
+
+
+def store_locations(store: BaseStore, forms: Sequence[bytes]) -> list[dict[str, Any]]:
+    """Store items holding any of ``forms`` in their namespace, key or value (as JSON
+    text), searched page by page through the API (items a store hides, such as expired
+    ones, are not seen)."""
+    out: list[dict[str, Any]] = []
+    for first in sorted({ns[0] for ns in _all_namespaces(store) if ns}):
+
+        def fetch(offset: int, first: str = first) -> list[Any]:
+            return list(store.search((first,), limit=PAGE_SIZE, offset=offset, refresh_ttl=False))
+
+        for item in iter_pages(fetch, PAGE_SIZE):
+            prefix = ".".join(item.namespace)
+            value = json.dumps(item.value, ensure_ascii=False, default=str, sort_keys=True)
+            columns = (("prefix", prefix), ("key", item.key), ("value", value))
+            for column, text in columns:
+                data = text.encode("utf-8", "surrogatepass")
+                if any(f in data for f in forms):
+                    out.append({"table": "store", "prefix": prefix, "key": item.key,
+                                "column": column, "via": "store_api"})  # fmt: skip
     return out

@@ -48,6 +48,17 @@ class _Abort(Exception):
     reason = "aborted"
 
 
+class _ScopeChanged(_Abort):
+    """Inside the erasure transaction, the subject has threads its scope lacks (found
+    again under the write lock): the operation rescans and starts again."""
+
+    reason = "scope_changed"
+
+    def __init__(self, threads: list[str]) -> None:
+        super().__init__(f"{len(threads)} thread(s) of the subject appeared meanwhile")
+        self.threads = threads
+
+
 PASS_THROUGH: tuple[type[BaseException], ...] = (
     _Abort,
     NothingToEraseError,

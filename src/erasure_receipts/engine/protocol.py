@@ -183,7 +183,10 @@ def erase_rows(
                     (u["name"], u["leaves"], bytes.fromhex(u["digest"]["sha256"]))
                     for u in members["units"]
                 )
-            _self_check(backend, request, members, root, m.tables, methods, generator_version)
+            draft = _self_check(
+                backend, request, members, root, m.tables, methods, generator_version,
+                receipt_id=receipt_id, issued_at=issued_at, checks=checks,
+            )  # fmt: skip
             removed_keys = getattr(backend, "removed_keys", None)
             if request.kind == "history" and removed_keys is not None:
                 request = replace(request, kept=kept, removed=removed_keys())
@@ -225,7 +228,7 @@ def erase_rows(
             f"erasure of {request.label} aborted and rolled back: {what}{extra}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
-    return _after_commit(backend, request, receipt_id, issued_at, entry)
+    return _after_commit(backend, request, receipt_id, issued_at, entry, draft=draft)
 
 
 def _nothing_check(
@@ -335,6 +338,7 @@ def _after_commit(
     entry: dict[str, Any],
     *,
     at_recovery: bool = False,
+    draft: dict[str, Any] | None = None,
 ) -> RowsOutcome:
     # Late writes first, so the residue steps (WAL truncation, scan) cover them too.
     late = _remove_late_writes(backend) if request.kind == "history" else None
@@ -384,4 +388,5 @@ def _after_commit(
         checks=checks,
         residue=residue,
         members=dict(entry.get("members") or {}),
+        draft=draft,
     )

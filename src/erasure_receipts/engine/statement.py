@@ -45,20 +45,25 @@ def _self_check(
     tables: Mapping[str, TableCount],
     methods: dict[str, str],
     generator_version: str,
-) -> None:
-    """Inside the transaction, before anything commits: the receipt this erasure will
-    issue must pass the verifier's own rules (structure and semantics), or the erasure
-    is refused - data is never deleted for a receipt that could not verify."""
+    *,
+    receipt_id: str,
+    issued_at: str,
+    checks: Sequence[Mapping[str, str]],
+) -> dict[str, Any]:
+    """Inside the transaction, before anything commits: the statement this erasure will
+    sign, built once, must pass the verifier's own rules (structure and semantics), or
+    the erasure is refused - data is never deleted for a receipt that could not verify.
+    Returned as the draft :func:`final_statement` completes (post-state, checks,
+    residue) after the commit."""
     from ..verify import check_semantics
 
     zero = {k: {"rows": 0, "bytes": 0} for k in tables}
     st = _statement(
-        members, request=request, backend=backend,
-        receipt_id="00000000-0000-4000-8000-000000000000", issued_at="2000-01-01T00:00:00Z",
-        pre_digest=root.hex(), pre_tables={k: v.to_json() for k, v in tables.items()},
+        members, request=request, backend=backend, receipt_id=receipt_id,
+        issued_at=issued_at, pre_digest=root.hex(),
+        pre_tables={k: v.to_json() for k, v in tables.items()},
         post_digest=EMPTY_ROOT.hex(), post_tables=zero, methods=methods,
-        checks=[{"name": "self_check", "result": "pass"}], residue=[],
-        generator_version=generator_version,
+        checks=checks, residue=[], generator_version=generator_version,
     )  # fmt: skip
     try:
         check_semantics(validate_statement(json.loads(json.dumps(st))))
@@ -66,6 +71,7 @@ def _self_check(
         raise ErasureIncompleteError(
             f"the receipt of this erasure would not verify ({exc.reason}: {exc.message})"
         ) from None
+    return st
 
 
 def _kept_checkpoints(
@@ -262,6 +268,18 @@ def final_statement(
     ]
     if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
         raise ErasureIncompleteError("post-state digest is not the empty root")
+    post_tables = {k: v.to_json() for k, v in outcome.post_tables.items()}
+    if outcome.draft is not None:  # built and checked in the transaction: complete it
+        st = json.loads(json.dumps(outcome.draft))
+        predicate = st["predicate"]
+        predicate["post_state"] = {
+            "digest": {"sha256": outcome.post_digest},
+            "leaves": sum(t["rows"] for t in post_tables.values()),
+            "tables": post_tables,
+        }
+        predicate["checks"] = [dict(c) for c in checks]
+        predicate["residue"] = [dict(r) for r in outcome.residue]
+        return st  # type: ignore[no-any-return]
     return _statement(
         outcome.members,
         request=outcome.request,
@@ -271,7 +289,7 @@ def final_statement(
         pre_digest=outcome.pre_digest,
         pre_tables={k: v.to_json() for k, v in outcome.pre_tables.items()},
         post_digest=outcome.post_digest,
-        post_tables={k: v.to_json() for k, v in outcome.post_tables.items()},
+        post_tables=post_tables,
         methods=outcome.methods,
         checks=checks,
         residue=outcome.residue,

@@ -157,6 +157,9 @@ class RowsOutcome:
     members: dict[str, Any] = field(default_factory=dict)
     """Kind-specific statement parts fixed in the transaction (scope, subject name,
     units, kept_state, needles, request, authorization), as journaled."""
+    draft: dict[str, Any] | None = None
+    """The statement built and checked in the transaction (None at recovery, which
+    builds it from the journaled members)."""
 
 
 @dataclass

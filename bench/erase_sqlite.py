@@ -390,8 +390,9 @@ class TimedConnection(sqlite3.Connection):
 @contextmanager
 def patched_timers() -> Iterator[dict[str, list[float]]]:
     """Wrap engine/backend/saver functions; record inclusive time per call."""
-    from erasure_receipts import digest, engine, savers
+    from erasure_receipts import digest, savers
     from erasure_receipts.backends import sqlite as be
+    from erasure_receipts.engine import eraser, protocol
 
     rec: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     targets: list[tuple[Any, str, str]] = [
@@ -402,12 +403,12 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
         (be.SqlTablePart, "remaining", "SqlTablePart.remaining"),
         (be.SqliteBackend, "write_tombstone", "write_tombstone"),
         (be.SqliteBackend, "reduce_residue", "reduce_residue"),
-        (engine, "measure_parts", "measure_parts"),
-        (engine, "measure_rows", "post-commit measure_rows"),
-        (savers.AttestingSqliteSaver, "_api_checks", "_api_checks (get_tuple/list)"),
-        (savers.AttestingSqliteSaver, "_sign", "_sign (sign + archive receipt)"),
-        (savers.AttestingSqliteSaver, "_new_backend", "_new_backend (SqliteBackend init)"),
-        (savers.AttestingSqliteSaver, "_resolve_store_rows", "_resolve_store_rows"),
+        (protocol, "measure_parts", "measure_parts"),
+        (protocol, "measure_rows", "post-commit measure_rows"),
+        (eraser, "api_checks", "api_checks (get_tuple/list)"),
+        (eraser.Eraser, "_sign", "_sign (sign + archive receipt)"),
+        (savers._SqliteDatabase, "backend", "backend (SqliteBackend init)"),
+        (savers._SqliteDatabase, "resolve_store", "resolve_store"),
     ]
     saved = []
 
@@ -424,7 +425,7 @@ def patched_timers() -> Iterator[dict[str, list[float]]]:
         return inner
 
     for obj, attr, name in targets:
-        own = attr in vars(obj)  # inherited methods (e.g. from _Attesting) are shadowed
+        own = attr in vars(obj)  # inherited methods are shadowed
         orig = vars(obj)[attr] if own else getattr(obj, attr)
         saved.append((obj, attr, orig, own))
         setattr(obj, attr, wrap(orig, name))

@@ -11,6 +11,8 @@ Prints one JSON report (and writes it to ``PATH`` with ``--json``):
   thread is kept), traced with ``sys.setprofile``:
   * ``cross_module_transfers``: profiler ``call`` events whose caller frame and callee
     frame are both in the package and in different modules (``calls`` are new frames,
+    ``cross_room_transfers`` the same between different top-level modules or packages
+    of the package - ``engine.protocol`` and ``engine.measure`` are one room,
     ``generator_resumes`` re-entries of a suspended generator frame); ``edges`` counts
     them per (caller module, callee module);
   * ``via_outside_frames``: package-to-package transfers between different modules
@@ -447,8 +449,19 @@ class _Tracer:
             return {f"{a} -> {b}": n for (a, b), n in sorted(c.items(), key=lambda kv: -kv[1])}
 
         both = self.calls + self.resumes
+
+        def room(module: str) -> str:  # erasure_receipts.engine.protocol -> engine
+            parts = module.split(".")
+            return parts[1] if len(parts) > 1 else parts[0]
+
+        rooms = Counter[tuple[str, str]]()
+        for (a, b), n in both.items():
+            if room(a) != room(b):
+                rooms[(room(a), room(b))] += n
         return {
             "cross_module_transfers": sum(both.values()),
+            "cross_room_transfers": sum(rooms.values()),
+            "room_edges": edges(rooms),
             "calls": sum(self.calls.values()),
             "generator_resumes": sum(self.resumes.values()),
             "returns_across_modules": self.returns,

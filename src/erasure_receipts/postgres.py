@@ -135,7 +135,7 @@ class _PgDatabase:
     ) -> PostgresBackend:
         """The PostgreSQL backend of ``request`` (a store elsewhere is swept)."""
         saver = self.saver
-        store = saver.store
+        store = saver._eraser.store
         rows_ns: Sequence[tuple[str, ...]] = ()
         extra: list[Part] = []
         if request.store_namespaces:
@@ -161,7 +161,7 @@ class _PgDatabase:
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
-            tombstone_policy=saver.tombstone_policy,
+            tombstone_policy=saver._eraser.tombstone_policy,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:
@@ -181,7 +181,7 @@ class _PgDatabase:
 
         if self._store_rows is not None:
             return
-        store = self.saver.store
+        store = self.saver._eraser.store
         if not isinstance(store, PostgresStore):
             self._store_rows = False
             return
@@ -253,7 +253,7 @@ class _AsyncPgDatabase(_PgDatabase):
 
         if self._store_rows is not None:
             return
-        store = self.saver.store
+        store = self.saver._eraser.store
         if not isinstance(store, AsyncPostgresStore):
             self._store_rows = False
             return
@@ -388,7 +388,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The parent's ``get_tuple``; with ``refuse_erased_reads`` an erased thread
         raises ``ThreadErasedError`` instead of returning None."""
-        if self.refuse_erased_reads and not API_CHECK.get():
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and self.is_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
@@ -527,7 +527,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The parent's ``aget_tuple``; with ``refuse_erased_reads`` an erased thread
         raises ``ThreadErasedError`` instead of returning None."""
-        if self.refuse_erased_reads and not API_CHECK.get():
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and await self.ais_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))

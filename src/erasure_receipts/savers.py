@@ -105,7 +105,7 @@ class _SqliteDatabase:
         self._store_rows: bool | None = None
 
     def _store_lock(self) -> Any:
-        store = self.saver.store
+        store = self.saver._eraser.store
         lock = getattr(store, "lock", None)
         same_conn = getattr(store, "conn", None) is self.saver.conn
         return lock if same_conn and lock is not None else nullcontext()
@@ -119,7 +119,7 @@ class _SqliteDatabase:
         self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: ResidueScan
     ) -> SqliteBackend:
         """The SQLite backend of ``request`` (a store elsewhere is swept through its API)."""
-        store = self.saver.store
+        store = self.saver._eraser.store
         rows_ns: Sequence[tuple[str, ...]] = ()
         extra: list[Part] = []
         if request.store_namespaces:
@@ -143,7 +143,7 @@ class _SqliteDatabase:
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
-            tombstone_policy=self.saver.tombstone_policy,
+            tombstone_policy=self.saver._eraser.tombstone_policy,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:
@@ -170,7 +170,7 @@ class _SqliteDatabase:
 
         if self._store_rows is not None:
             return
-        store = self.saver.store
+        store = self.saver._eraser.store
         if not isinstance(store, SqliteStore):
             self._store_rows = False
         elif store.conn is self.saver.conn:
@@ -244,7 +244,7 @@ class _AsyncSqliteDatabase(_SqliteDatabase):
         if self._store_rows is not None:
             return
         saver = self.saver
-        store = saver.store
+        store = saver._eraser.store
         if getattr(store, "conn", None) is saver.conn:
             # One aiosqlite connection for both: its rows are ours, in our transaction
             # (and its sync API must never be called from that connection's own thread).
@@ -398,7 +398,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         """The parent's ``get_tuple``, except that with ``refuse_erased_reads`` a
         tombstoned thread raises ``ThreadErasedError`` instead of returning None (the
         saver's own post-erasure API checks still read it and find nothing)."""
-        if self.refuse_erased_reads and not API_CHECK.get():
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and self.is_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
@@ -540,7 +540,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The parent's ``aget_tuple``, except that with ``refuse_erased_reads`` a
         tombstoned thread raises ``ThreadErasedError`` instead of returning None."""
-        if self.refuse_erased_reads and not API_CHECK.get():
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and await self.ais_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))

@@ -109,8 +109,8 @@ class SaverReader:
 
     def count_store(self, namespaces: Sequence[tuple[str, ...]]) -> int:
         """Items under ``namespaces``, paged through ``search``."""
-        assert self.saver.store is not None
-        return count_items(self.saver.store, namespaces)
+        assert self.saver._eraser.store is not None
+        return count_items(self.saver._eraser.store, namespaces)
 
 
 class AsyncSaverReader:
@@ -141,5 +141,5 @@ class AsyncSaverReader:
 
     def count_store(self, namespaces: Sequence[tuple[str, ...]]) -> int:
         """Items under ``namespaces``, paged through ``asearch`` on the loop."""
-        assert self.saver.store is not None
-        return int(self._on_loop(acount_items(self.saver.store, namespaces)))
+        assert self.saver._eraser.store is not None
+        return int(self._on_loop(acount_items(self.saver._eraser.store, namespaces)))

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .canonical import MAX_INPUT_BYTES
+from .canonical import MAX_INPUT_BYTES, parse_strict
 from .digest import (
     EMPTY_ROOT,
     MerkleTree,
@@ -68,6 +68,7 @@ from .errors import (
     LogConflictError,
     LogCorruptError,
     LogError,
+    MalformedReceiptError,
 )
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
@@ -426,10 +427,12 @@ def _read_small(path: Path, limit: int) -> bytes:
 
 def _read_config(directory: Path) -> dict[str, Any]:
     data = _read_small(directory / CONFIG, 64 * 1024)
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        raise LogError(f"{directory / CONFIG} is not JSON", reason="malformed_log") from None
+    try:  # strictly, as every other input: no duplicate names, NaN or trailing bytes
+        doc = parse_strict(data, max_bytes=64 * 1024)
+    except (MalformedReceiptError, ValueError):
+        raise LogError(
+            f"{directory / CONFIG} is not strict JSON", reason="malformed_log"
+        ) from None
     if type(doc) is not dict or doc.get("format") != FORMAT or type(doc.get("origin")) is not str:
         raise LogError(f"{directory / CONFIG} is not a {FORMAT} config", reason="malformed_log")
     return doc

@@ -430,9 +430,7 @@ def _read_config(directory: Path) -> dict[str, Any]:
     try:  # strictly, as every other input: no duplicate names, NaN or trailing bytes
         doc = parse_strict(data, max_bytes=64 * 1024)
     except (MalformedReceiptError, ValueError):
-        raise LogError(
-            f"{directory / CONFIG} is not strict JSON", reason="malformed_log"
-        ) from None
+        raise LogError(f"{directory / CONFIG} is not strict JSON", reason="malformed_log") from None
     if type(doc) is not dict or doc.get("format") != FORMAT or type(doc.get("origin")) is not str:
         raise LogError(f"{directory / CONFIG} is not a {FORMAT} config", reason="malformed_log")
     return doc

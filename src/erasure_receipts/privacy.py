@@ -21,7 +21,7 @@ import secrets
 import stat
 from typing import Any
 
-from .errors import KeyFormatError
+from .errors import ConfigurationError, KeyFormatError
 
 __all__ = ["LABELS", "PREFIX", "CommitmentKey", "commit", "needle_commitment", "open_claims"]
 
@@ -35,7 +35,7 @@ _SEAL_INFO = b"erasure-receipts journal seal v1"
 def commit(key: bytes, label: str, value: str) -> str:
     """The commitment ``hmac-sha256:<hex>`` to ``value`` under ``label``."""
     if label not in LABELS:
-        raise ValueError(f"unknown commitment label {label!r}")
+        raise ConfigurationError(f"unknown commitment label {label!r}")
     mac = hmac.new(key, label.encode() + b"\x00" + value.encode("utf-8", "surrogatepass"),
                    hashlib.sha256)  # fmt: skip
     return PREFIX + mac.hexdigest()
@@ -163,7 +163,7 @@ def open_claims(
         elif what == "store-ns":
             parts = tuple(value.split("/"))
             if not all(parts):
-                raise ValueError(
+                raise ConfigurationError(
                     f"bad store namespace {value!r}: use slash-separated non-empty parts"
                 )
             c = commit("store_namespace", ".".join(parts))

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from .canonical import canonicalize, parse_strict
 from .errors import (
+    ArgumentTypeError,
     AuthorizationError,
+    ConfigurationError,
     MalformedReceiptError,
     ReceiptSemanticsError,
     SignatureError,
@@ -98,14 +100,16 @@ def _format_time(value: Any, what: str) -> str:
     ``datetime`` is converted (naive = UTC, as the engine's clock)."""
     if isinstance(value, str):
         if not is_time(value):
-            raise ValueError(
+            raise ConfigurationError(
                 f"{what} {value!r} is not a real RFC 3339 UTC time like 2026-01-31T00:00:00Z"
             )
         return value
     from datetime import UTC, datetime
 
     if not isinstance(value, datetime):
-        raise TypeError(f"{what} must be an RFC 3339 UTC string or a datetime, not {value!r}")
+        raise ArgumentTypeError(
+            f"{what} must be an RFC 3339 UTC string or a datetime, not {value!r}"
+        )
     t = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     frac = f".{t.microsecond:06d}" if t.microsecond else ""
     return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
@@ -143,21 +147,25 @@ def _text(value: Any, what: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, not {type(value).__name__}")
+        raise ArgumentTypeError(f"{what} must be a string, not {type(value).__name__}")
     if not 1 <= len(value) <= MAX_FIELD:
-        raise ValueError(f"{what} must be 1..{MAX_FIELD} characters")
+        raise ConfigurationError(f"{what} must be 1..{MAX_FIELD} characters")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode (lone surrogate)") from None
+        raise ConfigurationError(f"{what} is not valid Unicode (lone surrogate)") from None
     return value
 
 
 def _check_basis(basis: str) -> None:
     if basis.startswith("gdpr-art17") and basis not in BASES:
-        raise ValueError(f"unknown GDPR basis {basis!r}: use one of {', '.join(sorted(BASES)[:6])}")
+        raise ConfigurationError(
+            f"unknown GDPR basis {basis!r}: use one of {', '.join(sorted(BASES)[:6])}"
+        )
     if basis.startswith("retention:") and describe_basis(basis) is None:
-        raise ValueError("basis 'retention:' must name the policy, e.g. 'retention:chat-90d'")
+        raise ConfigurationError(
+            "basis 'retention:' must name the policy, e.g. 'retention:chat-90d'"
+        )
 
 
 class RequestContext:
@@ -195,7 +203,7 @@ class RequestContext:
         rec = None if received_at is None else _format_time(received_at, "received_at")
         d = None if due is None else _format_time(due, "due")
         if rec is not None and d is not None and _instant(d) <= _instant(rec):
-            raise ValueError(f"due {d} is not after received_at {rec}")
+            raise ConfigurationError(f"due {d} is not after received_at {rec}")
         set_ = object.__setattr__
         for name, value in (("id", rid), ("basis", b), ("requester", req),
                             ("received_at", rec), ("due", d)):  # fmt: skip
@@ -225,7 +233,9 @@ class RequestContext:
         if requester is not None and commit is not None:
             requester = commit("requester", requester)
             if not (isinstance(requester, str) and _is_commitment(requester)):
-                raise ValueError(f"commit() returned {requester!r}, not hmac-sha256:<64 hex>")
+                raise ConfigurationError(
+                    f"commit() returned {requester!r}, not hmac-sha256:<64 hex>"
+                )
         return {
             "id": self.id,
             "basis": self.basis,
@@ -256,17 +266,17 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
     members an authorized scope does not have (``authorize``); otherwise a receipt's
     full scope is accepted and its other members ignored."""
     if not isinstance(scope, Mapping):
-        raise TypeError(f"scope must be a dict, not {type(scope).__name__}")
+        raise ArgumentTypeError(f"scope must be a dict, not {type(scope).__name__}")
     given = scope.get("kind")
     kind = kind or given or "thread"
     if given is not None and given != kind:
-        raise ValueError(f"scope kind {given!r} differs from kind {kind!r}")
+        raise ConfigurationError(f"scope kind {given!r} differs from kind {kind!r}")
     if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
+        raise ConfigurationError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
     out: dict[str, Any] = {"kind": kind}
     idkey = "subject" if kind == "subject" else "thread_id"
     if idkey not in scope:
-        raise ValueError(f"a {kind} scope needs {idkey!r}")
+        raise ConfigurationError(f"a {kind} scope needs {idkey!r}")
     out[idkey] = scope[idkey]
     if kind == "subject":
         # Authorized form (strict): always both; a receipt's or saver's scope: as given.
@@ -278,27 +288,29 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
         out["keep"] = scope.get("keep", "latest")
     nss = scope.get("store_namespaces", ())
     if isinstance(nss, str) or not isinstance(nss, Iterable):
-        raise TypeError("store_namespaces must be a list of namespaces (lists of strings)")
+        raise ArgumentTypeError("store_namespaces must be a list of namespaces (lists of strings)")
     uniq = set()
     for ns in nss:
         if isinstance(ns, str) or not isinstance(ns, Iterable):
-            raise TypeError(f"a store namespace is a list of strings, not {ns!r}")
+            raise ArgumentTypeError(f"a store namespace is a list of strings, not {ns!r}")
         uniq.add(tuple(ns))
     out["store_namespaces"] = [list(ns) for ns in sorted(uniq)]
     if strict:
         extra = set(scope) - _K_AUTH_SCOPE[kind]
         if extra:
-            raise ValueError(f"unknown scope member {sorted(extra)[0]!r} for a {kind} scope")
+            raise ConfigurationError(
+                f"unknown scope member {sorted(extra)[0]!r} for a {kind} scope"
+            )
     return out
 
 
 def _thread_list(threads: Any) -> list[str]:
     if isinstance(threads, str) or not isinstance(threads, Iterable):
-        raise TypeError("threads must be a list of thread ids (strings)")
+        raise ArgumentTypeError("threads must be a list of thread ids (strings)")
     out = set()
     for t in threads:
         if not isinstance(t, str):
-            raise TypeError(f"a thread id is a string, not {t!r}")
+            raise ArgumentTypeError(f"a thread id is a string, not {t!r}")
         out.add(t)
     return sorted(out)
 
@@ -312,7 +324,7 @@ def _discovery(value: Any) -> dict[str, Any] | None:
         return {"metadata_key": value}
     if isinstance(value, Mapping) and set(value) == {"metadata_key"}:
         return {"metadata_key": value["metadata_key"]}
-    raise TypeError(
+    raise ArgumentTypeError(
         f'discovery must be None, a metadata key or {{"metadata_key": K}}, not {value!r}'
     )
 
@@ -574,7 +586,7 @@ def authorize(
     ``not_after`` is the last instant an erasure may start with it.
     """
     if not isinstance(signer, Signer):
-        raise TypeError("signer must be an erasure_receipts.Signer (the approver's key)")
+        raise ArgumentTypeError("signer must be an erasure_receipts.Signer (the approver's key)")
     statement = {
         "_type": AUTHORIZATION_TYPE,
         "request_id": _text(request_id, "request id"),
@@ -585,7 +597,7 @@ def authorize(
         _validate_scope(statement["scope"], "scope")
         payload = canonicalize(statement)
     except MalformedReceiptError as exc:
-        raise ValueError(f"cannot authorize this scope: {exc.message}") from None
+        raise ConfigurationError(f"cannot authorize this scope: {exc.message}") from None
     sig = Signature(signer.key_id, signer.sign(pae(AUTHORIZATION_PAYLOAD_TYPE, payload)))
     return Authorization.from_obj({"statement": statement, "signatures": [sig.to_json()]})
 

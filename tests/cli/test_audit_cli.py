@@ -20,7 +20,7 @@ from erasure_receipts import AttestingSqliteSaver, Signer
 from erasure_receipts.app import app
 from erasure_receipts.cli import verify_main
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 GOOD = sorted((GOLDEN / "good").iterdir())
 TRUSTED_PEM = GOLDEN / "keys" / "trusted.pub.pem"

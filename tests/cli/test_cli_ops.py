@@ -39,7 +39,7 @@ from erasure_receipts.app import app
 from erasure_receipts.errors import NothingToEraseError
 from scenario import TURNS, build_graph, human, raw_rows
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 TRUST_SCHEMA = json.loads((ROOT / "schemas" / "trust.schema.json").read_text())
 

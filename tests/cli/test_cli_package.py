@@ -29,7 +29,7 @@ from erasure_receipts.trustfile import TrustFile, window_text
 from erasure_receipts.verify import TrustStore
 from receipt_factory import ATTACKER, TRUSTED, make_receipt, make_statement
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "erasure_receipts"
+SRC = Path(__file__).resolve().parents[2] / "src" / "erasure_receipts"
 CLI_MODULES = {"_cli", "app", "app_postgres", "cli", "__main__"}
 
 

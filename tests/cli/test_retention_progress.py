@@ -16,7 +16,7 @@ import pytest
 
 from erasure_receipts import Signer
 from erasure_receipts._cli import retention as app_module  # internals: the sweep bar
-from test_retention_review import _key, cli, old_sqlite_db, sqlite_threads
+from test_retention_thread_skips import _key, cli, old_sqlite_db, sqlite_threads
 
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 THREADS = [f"t{i:02d}" for i in range(12)]

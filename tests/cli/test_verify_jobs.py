@@ -23,7 +23,7 @@ from erasure_receipts.errors import MalformedReceiptError
 from erasure_receipts.receipt import Receipt, statement_is_valid, validate_statement
 from receipt_factory import ATTACKER, dump, make_receipt, make_statement, receipt_doc, set_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 
@@ -123,7 +123,7 @@ def test_own_layout_fast_parse_defers_to_the_strict_parse() -> None:
 
 
 def _agreement_cases() -> list[tuple[str, Any]]:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
     from test_receipt_roundtrip import AGREEMENT_CASES
 
     return list(AGREEMENT_CASES)

@@ -34,7 +34,7 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
-from test_retention_review import _pg_old_threads, old_sqlite_db
+from test_retention_thread_skips import _pg_old_threads, old_sqlite_db
 
 SEED = bytes(range(32))
 IDLE = [f"t{i}" for i in range(6)]

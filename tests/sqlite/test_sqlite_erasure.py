@@ -38,7 +38,7 @@ from scenario import (
     raw_rows,
 )
 
-SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "receipt.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "receipt.schema.json").read_text())
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 T = "alice-chat"
 NS = ("users", "alice")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from erasure_receipts import AttestingSqliteSaver, Signer, verify_receipt
-from test_retention_review import _key, _pg_old_threads, _pg_threads, cli, old_sqlite_db
+from test_retention_thread_skips import _key, _pg_old_threads, _pg_threads, cli, old_sqlite_db
 
 AGE = timedelta(days=30)
 LONG = "x" * 4097 + "-long"  # compressible: PostgreSQL's btree index takes it too

@@ -12,7 +12,7 @@ import jsonschema
 from erasure_receipts.verify import TrustStore
 from receipt_factory import ATTACKER, TRUSTED, make_receipt
 
-SCHEMAS = Path(__file__).parents[1] / "schemas"
+SCHEMAS = Path(__file__).parents[2] / "schemas"
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 
 

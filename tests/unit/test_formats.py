@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from erasure_receipts.receipt import is_hex64, is_name, is_time, is_uuid
 
-SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "receipt.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "receipt.schema.json").read_text())
 DEFS = SCHEMA["$defs"]
 PATTERNS = {
     is_hex64: DEFS["hex64"]["pattern"],

@@ -21,7 +21,7 @@ from erasure_receipts.signing import PublicKey
 from erasure_receipts.verify import TrustedKey, TrustStore, verify_receipt
 from receipt_factory import load_schema
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 BAD = GOLDEN / "bad"
 GOOD = GOLDEN / "good"
 TRUSTED_PEM = GOLDEN / "keys" / "trusted.pub.pem"

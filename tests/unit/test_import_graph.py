@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parents[1] / "src" / "erasure_receipts"
+PKG = Path(__file__).resolve().parents[2] / "src" / "erasure_receipts"
 VERIFY_SIDE = ("erasure_receipts.verify", "erasure_receipts.proof", "erasure_receipts.log")
 
 

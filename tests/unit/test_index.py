@@ -35,7 +35,7 @@ from receipt_factory import (
 )
 
 SCHEMA = json.loads(
-    (Path(__file__).parents[1] / "schemas" / "index-record.schema.json").read_text("utf-8")
+    (Path(__file__).parents[2] / "schemas" / "index-record.schema.json").read_text("utf-8")
 )
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
@@ -164,7 +164,7 @@ def test_index_record_uses_only_the_verified_statement() -> None:
 
 # -- receipt kinds (RECEIPT_SPEC.md 9): the golden corpus's good receipts of every kind ----
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 KIND_FILES = ("history.json", "subject.json", "subject-privacy.json",
               "subject-with-request.json")  # fmt: skip
 

@@ -50,7 +50,7 @@ from erasure_receipts.receipt import Receipt
 from erasure_receipts.signing import Signer
 from receipt_factory import ATTACKER, TRUSTED, make_receipt, make_statement
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ORIGIN = "example.com/erasures"
 
 # -- RFC 9162 consistency proofs: Certificate Transparency test vectors ------------------

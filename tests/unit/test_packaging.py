@@ -9,7 +9,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SCHEMAS = ("receipt.schema.json", "trust.schema.json", "verify-result.schema.json")
 
 

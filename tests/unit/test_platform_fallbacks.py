@@ -48,7 +48,7 @@ def run(tmp_path: Path, site: str, *argv: str) -> subprocess.CompletedProcess[st
     path = [str(d), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=Path(__file__).parent)  # fmt: skip
+                          timeout=120, cwd=Path(__file__).parents[1])  # fmt: skip
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from erasure_receipts.trust import TrustedKey, TrustStore
 from erasure_receipts.verify import VerifiedReceipt, verify_receipt
 from receipt_factory import make_statement, set_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 sys.path.insert(0, str(ROOT / "bench"))
 import fuzz_verify  # noqa: E402  (bench/ is not a package)

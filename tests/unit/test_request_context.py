@@ -48,7 +48,7 @@ from erasure_receipts.request import (
 from erasure_receipts.verify import REASONS
 from receipt_factory import ATTACKER, ISSUED_AT, TRUSTED, make_statement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 VERIFY_SCHEMA = json.loads((ROOT / "schemas" / "verify-result.schema.json").read_text())
 TRUST_SCHEMA = json.loads((ROOT / "schemas" / "trust.schema.json").read_text())

@@ -38,7 +38,7 @@ from erasure_receipts.verify import (
 )
 from receipt_factory import ATTACKER, TRUSTED, dump, make_receipt, make_statement, receipt_doc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 SCHEMAS = ROOT / "schemas"
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]

@@ -1,4 +1,4 @@
-"""Operator commands (issue 7, hardening): exit codes, key handling, --json, trust files,
+"""Operator commands: exit codes, key handling, --json, trust files,
 non-LangGraph databases, erasing nothing, preflight checks, recovery reporting.
 
 Every test runs the real CLI (in process through typer's CliRunner, or as a subprocess)

@@ -70,7 +70,7 @@ def _interleaved_db(path: Path, seed: int) -> tuple[sqlite3.Connection, dict[str
 
 
 def test_secure_delete_leaves_copies_the_scan_finds_and_vacuum_removes(tmp_path: Path) -> None:
-    """The reviewer's finding, reproduced with plain sqlite3: after one DELETE with
+    """Reproduced with plain sqlite3: after one DELETE with
     secure_delete and a TRUNCATE checkpoint, erased rows survive in live pages. The scan
     must find every such case, and after it no erased marker is in the file."""
     left_by_sqlite = 0
@@ -304,7 +304,7 @@ def test_kill_9_at_random_points_leaves_no_erased_content(tmp_path: Path, signer
     assert outcomes["intact"] and outcomes["erased"], outcomes
 
 
-# -- residue scan: findings of the adversarial review ------------------------------------
+# -- residue scan: pinned WAL, short rows, rewritten files, UTF-16, vacuum, other files ---
 
 
 def _victim_table(path: Path, value: Any) -> tuple[sqlite3.Connection, list[bytes]]:

@@ -1,4 +1,4 @@
-"""Regressions of a review of the retention sweeps (history.py, app.py ``retention``):
+"""Threads the retention sweeps (history.py, app.py ``retention``) skip or measure read-only:
 
 1. a thread with id ``""`` (LangGraph accepts it) is skipped as ``invalid_id``, the
    sweep goes on with the others (API and CLI);

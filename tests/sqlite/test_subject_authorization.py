@@ -113,7 +113,7 @@ def _resigned(receipt: Receipt, edit: Any) -> bytes:
 
 
 def test_subject_authorization_without_threads_is_refused_by_authorize() -> None:
-    # The review's example: authorizes "alice" but no thread at all.
+    # Authorizes "alice" but no thread at all.
     with pytest.raises(ValueError, match="threads"):
         _auth(store_namespaces=[])
     auth = _auth(threads=["alice-2", "alice-1", "alice-1"], discovery="user_id")
@@ -126,7 +126,7 @@ def test_saver_refuses_threads_the_authorization_does_not_name(db: Path) -> None
     before = _threads(db)
     with _saver(db) as saver:
         for threads, key in (
-            (["bob-1"], None),  # the review's case: Bob's thread under Alice's authorization
+            (["bob-1"], None),  # Bob's thread under Alice's authorization
             (["alice-1", "bob-1"], None),  # one more
             (["alice-1"], "user_id"),  # discovery the approver did not authorize
         ):

@@ -1,9 +1,8 @@
-"""Regressions from the adversarial review of receipt kinds, needles and privacy mode.
-
-Each test failed before its fix: a receipt said "0 occurrences" while a needle was still
-stored; a refusal said "nothing was deleted" after a store sweep; a subject receipt with
-store namespaces but no store table could not verify; a recovered privacy-mode receipt
-named a file path and the journal kept raw ids; refusal messages printed the needle.
+"""erase_subject's refusals and edge cases: every form in which a store really writes a needle
+is found (and the refusal does not print it); a refusal after a store sweep says what was
+swept, not "nothing was deleted"; a subject receipt with store namespaces but no store
+table verifies; a receipt that would not verify is refused before anything is deleted; a
+recovered privacy-mode receipt names no file path and the journal keeps no raw ids.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def test_canonicalize_rejects_values_outside_the_domain(bad: object) -> None:
         canonicalize(bad)
 
 
-# Regression: non-string member names raised AttributeError from the sort key, not
+# Non-string member names once raised AttributeError from the sort key, not
 # the documented TypeError.
 def test_canonicalize_rejects_non_string_member_names_with_type_error() -> None:
     with pytest.raises(TypeError):

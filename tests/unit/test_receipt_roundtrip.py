@@ -678,7 +678,7 @@ def test_verify_argument_parsing(
         assert one_json_document(out)["ok"] is True
 
 
-# Regression: a FIFO named *.json inside a directory must not block open() forever.
+# A FIFO named *.json inside a directory must not block open() forever.
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_cli_verify_directory_with_fifo_does_not_hang(files: dict[str, Path]) -> None:
     d = files["dir"] / "with-fifo"
@@ -734,7 +734,7 @@ def test_verify_path_imports_no_langgraph_or_database_drivers() -> None:
     assert offenders == []
 
 
-# -- validator vs schema, and regressions --------------------------------------------------------
+# -- validator vs schema, and past defects -------------------------------------------------------
 
 
 def _schema_accepts(doc: dict[str, Any]) -> bool:
@@ -864,7 +864,7 @@ def test_format_checks_agree_with_schema_patterns(case: tuple[str, str]) -> None
     assert _validator_accepts(doc) == expected, (path, text)
 
 
-# Regression: validate_statement tested JSON values for membership in frozensets, so an
+# validate_statement once tested JSON values for membership in frozensets, so an
 # array/object status or result raised TypeError instead of a schema error.
 @pytest.mark.parametrize(
     "path",
@@ -882,7 +882,7 @@ def test_unhashable_enum_values_are_schema_errors(path: str) -> None:
     assert exc.value.reason == "schema"
 
 
-# Regression: the issued_at pattern used \d, which matches any Unicode digit; the schema
+# The issued_at pattern once used \d, which matches any Unicode digit; the schema
 # (and trust-window comparison) needs ASCII [0-9].
 def test_issued_at_must_use_ascii_digits() -> None:
     fullwidth = "\uff12\uff10\uff12\uff16-11-29T12:00:00Z"
@@ -893,7 +893,7 @@ def test_issued_at_must_use_ascii_digits() -> None:
     assert exc.value.reason == "schema"
 
 
-# Regression: trust-file not_before/not_after were not validated and were compared as
+# Trust-file not_before/not_after were once not validated and were compared as
 # text, so RFC 3339 offsets or lowercase t/z were silently misordered.
 @pytest.mark.parametrize("not_after", ["2026-11-29T12:30:00+02:00", "2026-11-29t00:00:00z"])
 def test_trust_file_times_are_validated_or_compared_as_instants(not_after: str) -> None:
@@ -909,7 +909,7 @@ def test_trust_file_times_are_validated_or_compared_as_instants(not_after: str) 
         verify_receipt(make_receipt().to_json(), store)
 
 
-# Regression: a lone surrogate in a trust file's pem string raised UnicodeEncodeError
+# A lone surrogate in a trust file's pem string once raised UnicodeEncodeError
 # out of verify_main (traceback, exit 1).
 def test_trust_file_pem_with_lone_surrogate_is_a_usage_error(files: dict[str, Path]) -> None:
     trust = files["dir"] / "trust.json"
@@ -924,7 +924,7 @@ def test_trust_file_pem_with_lone_surrogate_is_a_usage_error(files: dict[str, Pa
     assert proc.returncode == 2
 
 
-# Regression: `receipt show` indexed post['tables'][t] for every pre-state table and
+# `receipt show` once indexed post['tables'][t] for every pre-state table and
 # crashed with KeyError on a schema-valid receipt listing different tables.
 def test_cli_show_handles_unverified_inconsistent_receipt(tmp_path: Path) -> None:
     st = make_statement(post_tables={"other": {"rows": 0, "bytes": 0}})
@@ -938,7 +938,7 @@ def test_cli_show_handles_unverified_inconsistent_receipt(tmp_path: Path) -> Non
     assert "NOT verified" in proc.stdout
 
 
-# Regression: file names that are not valid UTF-8 were written to stdout unescaped
+# File names that are not valid UTF-8 were once written to stdout unescaped
 # (UnicodeEncodeError under strict UTF-8 stdout; invalid UTF-8 in the --json document).
 @pytest.mark.parametrize("as_json", [False, True])
 def test_cli_verify_undecodable_file_name(tmp_path: Path, as_json: bool) -> None:

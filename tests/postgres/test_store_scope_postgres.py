@@ -1,6 +1,6 @@
 """The store scope of thread-scoped operations on the PostgreSQL savers (real server):
 ``namespaces_for`` the default everywhere, never applied to a thread id without rows,
-and a refused erasure that deletes nothing anywhere (see tests/test_store_scope.py)."""
+and a refused erasure that deletes nothing anywhere (see tests/sqlite/test_store_scope.py)."""
 
 from __future__ import annotations
 

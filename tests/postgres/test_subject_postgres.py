@@ -1,5 +1,5 @@
 """erase_subject on PostgreSQL (sync and async), against a real server: the same subject
-scenario as tests/test_subject.py, a copy_thread fork, and the table lock that keeps the
+scenario as tests/sqlite/test_subject.py, a copy_thread fork, and the table lock that keeps the
 discovered scope true until commit. Raw rows are read through separate connections."""
 
 from __future__ import annotations

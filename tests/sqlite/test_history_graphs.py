@@ -1,5 +1,5 @@
-"""Real graphs for the history-erasure tests (imported by tests/test_history_*.py and
-tests/test_retention*.py), and unit tests of the keep-latest rule and uuid6 time."""
+"""Real graphs for the history-erasure tests (imported by tests/*/test_history_*.py and
+tests/*/test_retention*.py), and unit tests of the keep-latest rule and uuid6 time."""
 
 from __future__ import annotations
 

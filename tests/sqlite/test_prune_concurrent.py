@@ -3,7 +3,7 @@ is behind: a checkpoint it saves while the erasure runs has an id that sorts bel
 kept head. It is new data, not history - LangGraph's ``prune`` keeps it - so it is never
 deleted, never counted as left over, and the erasure never raises after its commit for
 it. Writes that land later for a checkpoint the erasure *did* delete are still removed
-(tests/test_history_late_writes.py)."""
+(tests/sqlite/test_history_late_writes.py)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ import pytest
 from erasure_receipts import Receipt, Signer
 
 sys.path.insert(0, str(Path(__file__).parent))
+# Test modules import each other's graphs and helpers across these directories.
+for _sub in ("cli", "postgres", "sqlite", "unit"):
+    sys.path.insert(0, str(Path(__file__).parent / _sub))
 
 
 @pytest.fixture

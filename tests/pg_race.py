@@ -1,6 +1,6 @@
 """Multi-process races and crashes against a real PostgreSQL server.
 
-Shared by ``tests/test_postgres_concurrency.py`` (a few repetitions, seconds) and
+Shared by ``tests/postgres/test_postgres_concurrency.py`` (a few repetitions, seconds) and
 ``bench/erase_postgres.py`` (the >= 20-repetition / >= 50-trial versions). Workers are
 forked processes with their own connections, like separate LangGraph workers.
 """

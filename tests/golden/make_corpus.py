@@ -1,4 +1,4 @@
-"""Generate the golden receipt corpus used by ``tests/test_golden_corpus.py``.
+"""Generate the golden receipt corpus used by ``tests/unit/test_golden_corpus.py``.
 
     python tests/golden/make_corpus.py [OUT_DIR]      # default: tests/golden
 
@@ -280,7 +280,7 @@ def _deep_nesting() -> bytes:
 APPROVER = Signer.from_seed(b"\x02" * 32)
 """The approver of the authorization cases. The corpus is verified with --key only, so no
 key is an approver there: a well-formed authorization is ``authorization_untrusted``;
-tests/test_request_context.py verifies the same files with a trust file naming it."""
+tests/unit/test_request_context.py verifies the same files with a trust file naming it."""
 REQUEST = {
     "id": "DSR-2026-0042",
     "basis": "gdpr-art17-1b",

@@ -60,7 +60,7 @@ _CONFORMANCE = (
 _HOOKED = (
     "hooks LangGraph's private cursor (saver._cursor) to act right after one of "
     "LangGraph's own prune SQL statements, which no other implementation executes; the "
-    "behaviour it checks is pinned by tests/test_prune_concurrent.py"
+    "behaviour it checks is pinned by tests/sqlite/test_prune_concurrent.py"
 )
 EXPECTED_FAILURES = {
     "checkpoint_sqlite/test_conformance_delta.py::test_delta_channel_conformance": _CONFORMANCE,

@@ -76,7 +76,7 @@ from .verify import TrustStore
 
 try:  # POSIX (Linux, macOS); absent on Windows, where logs are read-only (_NO_FLOCK)
     import fcntl
-except ImportError:  # pragma: no cover - exercised in a subprocess (test_platforms)
+except ImportError:  # pragma: no cover - in a subprocess (unit/test_platform_fallbacks)
     fcntl = None  # type: ignore[assignment]
 
 _NO_FLOCK = (

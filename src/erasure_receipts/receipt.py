@@ -272,7 +272,7 @@ _K_GEN = frozenset(("name", "version"))
 # (the ``*_ok`` predicates below), and only a value that check does not pass goes to its
 # helper. A check may be stricter than its helper (the helper then finds nothing and
 # validation goes on) but never laxer: ``full=True`` skips every inline check and runs
-# each helper, and tests/test_receipt_rules.py pins that both give the same verdict,
+# each helper, and tests/unit/test_receipt_rules.py pins that both give the same verdict,
 # reason and message over the golden corpus and the fuzzer's mutations.
 
 

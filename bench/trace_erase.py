@@ -450,7 +450,7 @@ class _Tracer:
 
         both = self.calls + self.resumes
 
-        def room(module: str) -> str:  # erasure_receipts.engine.protocol -> engine
+        def room(module: str) -> str:  # erasure_receipts._engine.protocol -> engine
             parts = module.split(".")
             return parts[1] if len(parts) > 1 else parts[0]
 

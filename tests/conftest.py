@@ -52,7 +52,7 @@ def every_signed_receipt_matches_the_schema(monkeypatch: pytest.MonkeyPatch) -> 
 def every_issued_statement_passes_the_verifier(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every statement a saver signs (erasures, recoveries, sweeps) satisfies every rule
     of RECEIPT_SPEC.md 6.1, residue included - not only the receipts a test verifies."""
-    from erasure_receipts.engine import eraser as attesting  # where the flow signs
+    from erasure_receipts._engine import eraser as attesting  # where the flow signs
     from erasure_receipts.verify import check_residue, check_semantics
 
     original = attesting.sign_and_archive

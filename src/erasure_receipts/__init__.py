@@ -25,6 +25,13 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from ._ops.history import SweepEvent, SweepResult
     from ._ops.subject import Location, SubjectDigest
+    from ._savers.postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
+    from ._savers.sqlite import (
+        AsyncAttestingSqliteSaver,
+        AttestingSqliteSaver,
+        PendingErasure,
+        ThreadDigest,
+    )
     from .digest import MerkleTree, encode_row, inclusion_proof, verify_inclusion
     from .errors import (
         ArgumentTypeError,
@@ -51,16 +58,9 @@ if TYPE_CHECKING:
         VerificationError,
     )
     from .log import ReceiptLog
-    from .postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from .privacy import CommitmentKey
     from .receipt import Receipt
     from .request import Authorization, RequestContext, authorize
-    from .savers import (
-        AsyncAttestingSqliteSaver,
-        AttestingSqliteSaver,
-        PendingErasure,
-        ThreadDigest,
-    )
     from .signing import PublicKey, Signer
     from .trust import TrustedKey, TrustStore
     from .verify import VerifiedReceipt, verify_receipt
@@ -79,8 +79,8 @@ _LAZY = {
     "ConfigurationError": "errors",
     "NotALangGraphDatabaseError": "errors",
     "NothingToEraseError": "errors",
-    "PendingErasure": "savers",
-    "ThreadDigest": "savers",
+    "PendingErasure": "_engine.eraser",
+    "ThreadDigest": "_engine.eraser",
     "ErasureError": "errors",
     "ErasureIncompleteError": "errors",
     "InputError": "errors",
@@ -92,10 +92,10 @@ _LAZY = {
     "UntrustedKeyError": "errors",
     "VerificationError": "errors",
     "Receipt": "receipt",
-    "AttestingSqliteSaver": "savers",
-    "AsyncAttestingSqliteSaver": "savers",
-    "AttestingPostgresSaver": "postgres",
-    "AsyncAttestingPostgresSaver": "postgres",
+    "AttestingSqliteSaver": "_savers.sqlite",
+    "AsyncAttestingSqliteSaver": "_savers.sqlite",
+    "AttestingPostgresSaver": "_savers.postgres",
+    "AsyncAttestingPostgresSaver": "_savers.postgres",
     "PublicKey": "signing",
     "Signer": "signing",
     "TrustStore": "trust",

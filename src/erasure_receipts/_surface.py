@@ -1,6 +1,6 @@
 """The erasure methods every attesting saver has, written once for sync and once for
 async: each builds its request through an operation (:mod:`erasure_receipts._ops`) and
-runs it on the saver's :class:`~erasure_receipts.engine.eraser.Eraser`.
+runs it on the saver's :class:`~erasure_receipts._engine.eraser.Eraser`.
 
 A saver puts :class:`ErasureMethods` (or :class:`AsyncErasureMethods`) before its
 LangGraph parent class, so ``delete_thread`` / ``adelete_thread`` and ``prune`` override
@@ -19,12 +19,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from ._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
+from ._engine.seams import Database, ResidueScan
 from ._ops import history as _history
 from ._ops import subject as _subject
 from ._ops.history import Progress, SweepResult
 from ._ops.subject import Location, SubjectDigest
-from .engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
-from .engine.seams import Database, ResidueScan
 from .errors import ConfigurationError, NothingToEraseError
 from .log import ReceiptLog
 from .privacy import CommitmentKey

@@ -1,10 +1,12 @@
 """Deprecated module: the saver operations' flows now live in the engine's
-:class:`~erasure_receipts.engine.eraser.Eraser`, which a saver holds (composition, no
+:class:`~erasure_receipts._engine.eraser.Eraser`, which a saver holds (composition, no
 mixin chain). These names stay importable from here."""
 
 from __future__ import annotations
 
-from .engine.eraser import (
+import warnings
+
+from ._engine.eraser import (
     MAX_ATTEMPTS,
     NamespacesFor,
     PendingErasure,
@@ -12,9 +14,9 @@ from .engine.eraser import (
     check_archive,
     residue_mode,
 )
-from .engine.readback import API_CHECK
-from .engine.seams import ResidueScan
-from .engine.statement import sign_and_archive
+from ._engine.readback import API_CHECK
+from ._engine.seams import ResidueScan
+from ._engine.statement import sign_and_archive
 
 __all__ = [
     "API_CHECK",
@@ -27,3 +29,9 @@ __all__ = [
     "residue_mode",
     "sign_and_archive",
 ]
+
+warnings.warn(
+    "erasure_receipts.attesting is deprecated: import from erasure_receipts (the package root)",
+    DeprecationWarning,
+    stacklevel=2,
+)

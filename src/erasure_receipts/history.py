@@ -4,6 +4,8 @@ checkpoint ids is :mod:`erasure_receipts._clock`. These names stay importable he
 
 from __future__ import annotations
 
+import warnings
+
 from ._clock import checkpoint_time, uuid6_floor
 from ._ops.history import MAX_FAILURES_LISTED, PAGE, SweepEvent, SweepResult
 from ._surface import AsyncErasureMethods, ErasureMethods
@@ -23,3 +25,9 @@ __all__ = [
     "checkpoint_time",
     "uuid6_floor",
 ]
+
+warnings.warn(
+    "erasure_receipts.history is deprecated: import from erasure_receipts (the package root)",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -4,6 +4,8 @@ importable here."""
 
 from __future__ import annotations
 
+import warnings
+
 from ._ops.subject import MAX_THREADS, Location, SubjectDigest, named_forms
 from ._surface import AsyncErasureMethods, ErasureMethods
 
@@ -18,3 +20,9 @@ __all__ = [
     "SubjectMethods",
     "named_forms",
 ]
+
+warnings.warn(
+    "erasure_receipts.subject is deprecated: import from erasure_receipts (the package root)",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -4,9 +4,17 @@ mixin names stay importable from here, as aliases."""
 
 from __future__ import annotations
 
+import warnings
+
 from ._surface import AsyncErasureMethods, ErasureMethods
 
 ThreadMethods = ErasureMethods
 AsyncThreadMethods = AsyncErasureMethods
 
 __all__ = ["AsyncThreadMethods", "ThreadMethods"]
+
+warnings.warn(
+    "erasure_receipts.thread is deprecated: import from erasure_receipts (the package root)",
+    DeprecationWarning,
+    stacklevel=2,
+)

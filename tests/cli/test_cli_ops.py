@@ -34,8 +34,8 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts._cli import _app as app_module  # internals: the typer app's module
+from erasure_receipts._engine import eraser as attesting  # internals: where the flow signs
 from erasure_receipts.app import app
-from erasure_receipts.engine import eraser as attesting  # internals: where the flow signs
 from erasure_receipts.errors import NothingToEraseError
 from scenario import TURNS, build_graph, human, raw_rows
 

@@ -25,9 +25,9 @@ from langgraph.store.postgres import PostgresStore
 from typer.testing import CliRunner, Result
 
 from erasure_receipts import AttestingPostgresSaver, Signer, verify_receipt
+from erasure_receipts._engine import eraser as attesting  # internals: where the flow signs
 from erasure_receipts.app import app
 from erasure_receipts.app_postgres import EXTRA, is_dsn
-from erasure_receipts.engine import eraser as attesting  # internals: where the flow signs
 from pg_helpers import connect, count, fingerprint, independent_digest
 from scenario import TURNS, build_graph, human
 

@@ -24,9 +24,9 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
+from erasure_receipts._engine import NeedlesFoundError
 from erasure_receipts.backends import postgres as pg_backend
 from erasure_receipts.digest import encode_row, leaf_hash
-from erasure_receipts.engine import NeedlesFoundError
 from erasure_receipts.history import DeltaChannelError
 from pg_helpers import connect, count, independent_digest, raw_rows, table_shape
 from scenario import naive_root

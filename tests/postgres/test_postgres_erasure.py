@@ -31,8 +31,8 @@ from erasure_receipts import (
     ThreadErasedError,
     verify_receipt,
 )
+from erasure_receipts._engine import eraser as attesting  # internals: where the flow signs
 from erasure_receipts.digest import EMPTY_ROOT
-from erasure_receipts.engine import eraser as attesting  # internals: where the flow signs
 from pg_helpers import connect, count, fingerprint, independent_digest, marker_rows
 from scenario import MARKER, TURNS, build_graph, human
 

@@ -22,7 +22,7 @@ from erasure_receipts import (
     NothingToEraseError,
     Signer,
 )
-from erasure_receipts.engine import NeedlesFoundError
+from erasure_receipts._engine import NeedlesFoundError
 from pg_helpers import count, fingerprint
 from test_history_graphs import CARD, CHAT_TURNS, NS, cfg, chat_graph, checkpoint_clock, human
 from test_store_scope import ALICE, BOB, by_user

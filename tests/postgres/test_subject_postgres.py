@@ -20,8 +20,8 @@ from erasure_receipts import (
     ThreadErasedError,
     verify_receipt,
 )
+from erasure_receipts._engine import NeedlesFoundError
 from erasure_receipts.backends.postgres import database_label
-from erasure_receipts.engine import NeedlesFoundError
 from erasure_receipts.privacy import CommitmentKey
 from pg_helpers import connect, count, fingerprint, independent_digest
 from test_subject import (

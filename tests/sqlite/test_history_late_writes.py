@@ -29,7 +29,7 @@ def two_checkpoints(saver: Any, tid: str) -> tuple[Any, Any]:
 def run(saver: Any, plain: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     tid = "busy-thread"
     cfg1, cfg2 = two_checkpoints(saver, tid)
-    from erasure_receipts.engine import protocol as engine
+    from erasure_receipts._engine import protocol as engine
 
     real = engine._remove_late_writes
 

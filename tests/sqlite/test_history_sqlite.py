@@ -23,9 +23,9 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
+from erasure_receipts._engine import NeedlesFoundError
 from erasure_receipts.backends import sqlite as sqlite_backend
 from erasure_receipts.digest import encode_row, leaf_hash
-from erasure_receipts.engine import NeedlesFoundError
 from erasure_receipts.history import DeltaChannelError
 from scenario import columns, independent_digest, marker_in_files, naive_root, pk_columns
 from test_history_graphs import (

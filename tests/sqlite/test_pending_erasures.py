@@ -60,7 +60,7 @@ def test_pending_erasures_and_logs_without_content(
         def crash(*a: Any, **k: Any) -> Any:
             raise OSError("disk full")
 
-        monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
+        monkeypatch.setattr("erasure_receipts._engine.eraser.sign_and_archive", crash)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t")
         [pending] = s.pending_erasures()
@@ -91,7 +91,7 @@ def test_naive_clock_is_utc_not_local_time(tmp_path: Path, signer: Signer, monke
             def crash(*a: Any, **k: Any) -> Any:
                 raise OSError("disk full")
 
-            monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
+            monkeypatch.setattr("erasure_receipts._engine.eraser.sign_and_archive", crash)
             with pytest.raises(ErasureIncompleteError):
                 s.erase_thread("t")
             [pending] = s.pending_erasures()  # no naive/aware TypeError

@@ -111,7 +111,7 @@ def erase(saver: Any, key: CommitmentKey, **kwargs: Any) -> Any:
 
 
 def crash_after_commit(monkeypatch: pytest.MonkeyPatch) -> None:
-    from erasure_receipts.engine import eraser
+    from erasure_receipts._engine import eraser
 
     def crash(*a: Any, **k: Any) -> Any:
         raise RuntimeError("crash after commit")

@@ -23,7 +23,7 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
-from erasure_receipts.engine import protocol as engine
+from erasure_receipts._engine import protocol as engine
 
 TID = "busy-thread"
 

@@ -181,7 +181,7 @@ def test_recovered_receipt_scans_conservatively(
     tmp_path: Path, signer: Signer, monkeypatch
 ) -> None:
     db = tmp_path / "a.db"
-    from erasure_receipts import engine
+    from erasure_receipts import _engine as engine
 
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, residue_scan=True) as s:
         marks = _many_threads(s, 4, 20)
@@ -189,11 +189,11 @@ def test_recovered_receipt_scans_conservatively(
         def crash(*a: Any, **k: Any) -> Any:
             raise OSError("process died after commit")
 
-        monkeypatch.setattr("erasure_receipts.engine.eraser.sign_and_archive", crash)
+        monkeypatch.setattr("erasure_receipts._engine.eraser.sign_and_archive", crash)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t2")
         monkeypatch.setattr(
-            "erasure_receipts.engine.eraser.sign_and_archive", engine.sign_and_archive
+            "erasure_receipts._engine.eraser.sign_and_archive", engine.sign_and_archive
         )
         # The statement was journaled with the scan's result: re-signing is byte-identical.
         [r] = s.recover_receipts(min_age_seconds=0)

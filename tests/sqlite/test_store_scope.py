@@ -32,7 +32,7 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
-from erasure_receipts.engine import NeedlesFoundError
+from erasure_receipts._engine import NeedlesFoundError
 from test_history_graphs import CARD, CHAT_TURNS, NS, cfg, chat_graph, checkpoint_clock, human
 
 ALICE = ("users", "alice")

@@ -35,7 +35,7 @@ from erasure_receipts import (
     ThreadErasedError,
     verify_receipt,
 )
-from erasure_receipts.engine import NeedlesFoundError
+from erasure_receipts._engine import NeedlesFoundError
 from scenario import independent_digest
 
 SUBJECT = "alice"

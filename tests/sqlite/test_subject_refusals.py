@@ -110,7 +110,7 @@ def test_subject_with_store_namespaces_but_no_store_table_verifies(
 def test_a_receipt_that_would_not_verify_is_refused_before_anything_is_deleted(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.engine import protocol as engine
+    from erasure_receipts._engine import protocol as engine
 
     real = engine._members
 
@@ -132,7 +132,7 @@ def test_a_receipt_that_would_not_verify_is_refused_before_anything_is_deleted(
 def test_recovered_privacy_receipt_names_no_path_and_the_journal_is_redacted(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.engine import eraser
+    from erasure_receipts._engine import eraser
 
     db, store_db = tmp_path / "app.db", tmp_path / "memories-of-alice.db"
     key = CommitmentKey.generate()

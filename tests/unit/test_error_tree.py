@@ -62,8 +62,8 @@ def test_private_exception_classes_are_few_and_known() -> None:
         if cls.__name__.startswith("_")
     }
     assert private <= {
-        "erasure_receipts.engine.protocol._Abort",
-        "erasure_receipts.engine.protocol._ScopeChanged",
+        "erasure_receipts._engine.protocol._Abort",
+        "erasure_receipts._engine.protocol._ScopeChanged",
         "erasure_receipts._ops.history._BecameActive",
         "erasure_receipts.backends.sqlite_residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
@@ -89,7 +89,7 @@ def test_errors_all_lists_every_class_and_the_package_exports_them() -> None:
         ("erasure_receipts.log", "LogCorruptError"),
         ("erasure_receipts.log", "LogConflictError"),
         ("erasure_receipts.proof", "InclusionProofError"),
-        ("erasure_receipts.engine", "NeedlesFoundError"),
+        ("erasure_receipts._engine", "NeedlesFoundError"),
         ("erasure_receipts.backends.keep_latest", "DeltaChannelError"),
         ("erasure_receipts.history", "DeltaChannelError"),
     ],

@@ -654,7 +654,7 @@ def test_saver_archives_into_a_log(tmp_path: Path, signer: Signer) -> None:
     from langgraph.checkpoint.base import empty_checkpoint
 
     from erasure_receipts import AttestingSqliteSaver
-    from erasure_receipts.engine import sign_and_archive
+    from erasure_receipts._engine import sign_and_archive
 
     log = ReceiptLog(tmp_path / "log", signer=signer)
     with AttestingSqliteSaver.from_conn_string(

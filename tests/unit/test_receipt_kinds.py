@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from erasure_receipts import MalformedReceiptError, ReceiptSemanticsError, verify_receipt
+from erasure_receipts._engine import needle_forms
 from erasure_receipts.digest import EMPTY_ROOT, units_root
-from erasure_receipts.engine import needle_forms
 from erasure_receipts.privacy import CommitmentKey, commit, needle_commitment
 from erasure_receipts.receipt import Receipt, build_statement
 from receipt_factory import SCHEMA_PATH, TRUSTED

@@ -296,7 +296,7 @@ def _write_out(out: Path, data: bytes, mode: int = 0o644) -> None:
 def _check_archive(archive: Path) -> None:
     """Refuse, before anything is deleted, an archive directory receipts cannot go to
     (the savers' own preflight, reported as a CLI I/O error)."""
-    from ..engine.eraser import check_archive
+    from .._engine.eraser import check_archive
 
     try:
         check_archive(archive)
@@ -417,7 +417,7 @@ def _open_saver(
 
     from langgraph.store.sqlite import SqliteStore
 
-    from ..savers import AttestingSqliteSaver
+    from .._savers.sqlite import AttestingSqliteSaver
 
     db = Path(db)
     has_store = _probe_database(db)

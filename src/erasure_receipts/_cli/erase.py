@@ -596,7 +596,7 @@ def _erase_target(
 
 
 def _erase_subject(saver: Any, by_subject: dict[str, Any], kwargs: dict[str, Any]) -> Receipt:
-    from ..engine import NeedlesFoundError
+    from .._engine import NeedlesFoundError
 
     try:
         receipt: Receipt = saver.erase_subject(**by_subject, **kwargs)
@@ -631,7 +631,7 @@ def _reader(saver: Any) -> Any:
         return saver
     from langgraph.store.postgres import PostgresStore
 
-    from ..postgres import AttestingPostgresSaver
+    from .._savers.postgres import AttestingPostgresSaver
 
     store = PostgresStore(saver.conn) if saver.has_store else None
     return AttestingPostgresSaver(saver.conn, signer=Signer.generate(), store=store)

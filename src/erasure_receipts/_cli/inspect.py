@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import (
+    ConfigurationError,
     Error,
     InputError,
 )
@@ -417,10 +418,8 @@ def open_receipt(
                  EXIT_INVALID, reason="wrong_commitment_key")  # fmt: skip
     try:
         results = open_claims(predicate, ck, claims)
-    except ValueError as exc:
-        if type(exc) is not ValueError:  # e.g. binascii.Error: a bug, not a usage error
-            raise
-        _die(str(exc), EXIT_USAGE)  # a malformed --store-ns
+    except ConfigurationError as exc:  # a malformed --store-ns (anything else is a bug)
+        _die(exc.message, EXIT_USAGE)
     ok = all(r["found"] for r in results)
     code = 0 if ok else EXIT_INVALID
     if as_json:

@@ -113,7 +113,7 @@ def _modules() -> tuple[Any, Any, Any]:
         import psycopg
         from langgraph.store.postgres import PostgresStore
 
-        from ..postgres import AttestingPostgresSaver
+        from .._savers.postgres import AttestingPostgresSaver
     except ImportError as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         _die(
@@ -236,7 +236,7 @@ class _Measure:
         return self._sweeper(dry_run).prune_histories(older_than, dry_run=True, **kw)
 
     def digest_thread(self, thread_id: str, store_namespaces: list[tuple[str, ...]]) -> Any:
-        from ..postgres import digest_read_only
+        from .._savers.postgres import digest_read_only
 
         return digest_read_only(self.conn, thread_id, store_namespaces, has_store=self.has_store)
 

@@ -9,7 +9,7 @@ thread goes on from its latest state. Retention sweeps erase whole threads (or t
 history) whose latest checkpoint is older than a cutoff, one receipt per thread,
 resumable; ``prune`` is LangGraph's own API, attested.
 
-The flow is the eraser's (:meth:`~erasure_receipts.engine.eraser.Eraser.erase`); this
+The flow is the eraser's (:meth:`~erasure_receipts._engine.eraser.Eraser.erase`); this
 module builds the requests and the sweep's guard (the thread is still idle, checked
 under the erasure's write lock).
 """
@@ -24,9 +24,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._clock import checkpoint_time, format_time, uuid6_floor
-from ..engine.eraser import Eraser, Guard
-from ..engine.protocol import _Abort
-from ..engine.types import ErasureRequest
+from .._engine.eraser import Eraser, Guard
+from .._engine.protocol import _Abort
+from .._engine.types import ErasureRequest
 from ..errors import (
     ArgumentTypeError,
     ConfigurationError,

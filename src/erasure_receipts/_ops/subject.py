@@ -31,15 +31,15 @@ from functools import partial
 from typing import Any
 
 from .._clock import format_time
+from .._engine.codec import redact_entry
+from .._engine.eraser import Eraser, ThreadDigest
+from .._engine.measure import measure_parts
+from .._engine.needles import _redact_locations, named_needle_forms, needle_forms, store_locations
+from .._engine.protocol import _ScopeChanged
+from .._engine.seams import ResidueScan
+from .._engine.types import ErasureRequest
 from .._parts import TableCount
 from ..digest import EMPTY_ROOT, units_root
-from ..engine.codec import redact_entry
-from ..engine.eraser import Eraser, ThreadDigest
-from ..engine.measure import measure_parts
-from ..engine.needles import _redact_locations, named_needle_forms, needle_forms, store_locations
-from ..engine.protocol import _ScopeChanged
-from ..engine.seams import ResidueScan
-from ..engine.types import ErasureRequest
 from ..errors import (
     ArgumentTypeError,
     ConfigurationError,

@@ -845,7 +845,7 @@ class PgTablePart:
 
 
 class PostgresBackend:
-    """An :class:`~erasure_receipts.engine.ErasureBackend` over one PostgreSQL session."""
+    """An :class:`~erasure_receipts._engine.ErasureBackend` over one PostgreSQL session."""
 
     kind = "postgres"
 

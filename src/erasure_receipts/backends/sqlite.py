@@ -805,7 +805,7 @@ class SqlTablePart:
 
 
 class SqliteBackend:
-    """An :class:`~erasure_receipts.engine.ErasureBackend` over one sqlite3 connection."""
+    """An :class:`~erasure_receipts._engine.ErasureBackend` over one sqlite3 connection."""
 
     kind = "sqlite"
 

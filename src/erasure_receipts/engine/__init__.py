@@ -1,64 +1,29 @@
-"""The erasure engine: the protocol written once, for every backend and operation.
+"""Deprecated import path: the engine is the private package ``erasure_receipts._engine``.
 
-* :mod:`.types` - the request (scope), the backend seam, phase one's outcome;
-* :mod:`.measure` - parts into one RFC 9162 tree;
-* :mod:`.protocol` - measure, delete, check, tombstone, journal, commit, re-measure;
-* :mod:`.statement` - the statement's members, preflight, self check, signing;
-* :mod:`.needles`, :mod:`.codec` - needle forms; the journal entry format;
-* :mod:`.seams` - the typed seams a saver composes an :class:`Eraser` from;
-* :mod:`.eraser` - every operation's flow over those seams (erase, recover, preview).
-
-The names below were importable from ``erasure_receipts.engine`` when it was one module
-and stay so.
+``erasure_receipts.engine`` and its submodules (``erasure_receipts.engine.eraser``, ...)
+are the very same module objects, so old imports keep working unchanged.
 """
 
 from __future__ import annotations
 
-from .._clock import format_time, fresh_after
-from .._parts import LeafSink, Part, TableCount, iter_pages
-from ..errors import NeedlesFoundError
-from .codec import redact_entry, request_from_journal, request_to_journal
-from .measure import export_leaves, measure_parts, measure_rows
-from .needles import NEEDLE_FORMS, named_needle_forms, needle_forms
-from .protocol import PASS_THROUGH, GuardedBackend, erase_rows, resume_rows
-from .statement import final_statement, preflight, sign_and_archive
-from .types import (
-    RECEIPT_HEADROOM,
-    Check,
-    ErasureBackend,
-    ErasureRequest,
-    Measurement,
-    RowsOutcome,
-)
+import importlib
+import sys
+import warnings
 
-__all__ = [
-    "NEEDLE_FORMS",
-    "PASS_THROUGH",
-    "RECEIPT_HEADROOM",
-    "Check",
-    "ErasureBackend",
-    "ErasureRequest",
-    "GuardedBackend",
-    "LeafSink",
-    "Measurement",
-    "NeedlesFoundError",
-    "Part",
-    "RowsOutcome",
-    "TableCount",
-    "erase_rows",
-    "export_leaves",
-    "final_statement",
-    "format_time",
-    "fresh_after",
-    "iter_pages",
-    "measure_parts",
-    "measure_rows",
-    "named_needle_forms",
-    "needle_forms",
-    "preflight",
-    "redact_entry",
-    "request_from_journal",
-    "request_to_journal",
-    "resume_rows",
-    "sign_and_archive",
-]
+from .._engine import *  # noqa: F403
+from .._engine import __all__ as __all__
+
+_SUBMODULES = (
+    "codec", "eraser", "measure", "needles", "protocol", "readback", "seams", "statement",
+    "types",
+)  # fmt: skip
+for _name in _SUBMODULES:
+    _module = importlib.import_module(f"erasure_receipts._engine.{_name}")
+    sys.modules[f"{__name__}.{_name}"] = _module
+    globals()[_name] = _module
+
+warnings.warn(
+    "erasure_receipts.engine is deprecated: it is the private erasure_receipts._engine",
+    DeprecationWarning,
+    stacklevel=2,
+)

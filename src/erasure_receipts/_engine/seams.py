@@ -1,4 +1,4 @@
-"""The seams an :class:`~erasure_receipts.engine.eraser.Eraser` is composed from.
+"""The seams an :class:`~erasure_receipts._engine.eraser.Eraser` is composed from.
 
 A saver is LangGraph's saver plus an eraser built from three objects, each typed here
 and checked by mypy: the **database** (how to run a function on the saver's connection

@@ -1,0 +1,608 @@
+"""Attesting checkpointers for PostgreSQL: ``PostgresSaver`` / ``AsyncPostgresSaver``
+plus signed, verified erasure.
+
+Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
+tombstone refusals from the database trigger become ``ThreadErasedError``. The erasure
+operations are the shared flows of :mod:`erasure_receipts.attesting` over
+:mod:`erasure_receipts.backends.postgres`; this module only says how to reach the
+database. The async saver runs the very same synchronous flows on a worker thread, its
+database calls bridged onto the event loop that owns the ``AsyncConnection``
+(``AsyncBridgeSession``): there is one implementation of the erasure, not two.
+
+Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres import _ainternal as _pg_ainternal
+from langgraph.checkpoint.postgres import _internal as _pg_internal
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.store.base import BaseStore
+from psycopg.rows import dict_row
+
+from .. import __version__
+from .._engine import ErasureRequest, Part, measure_rows
+from .._engine.eraser import Eraser, NamespacesFor, ThreadDigest
+from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .._engine.seams import ResidueScan
+from .._held import HeldWrites, key_of
+from .._surface import AsyncErasureMethods, ErasureMethods
+from ..backends import postgres as pg_backend
+from ..backends.postgres import (
+    AsyncBridgeSession,
+    PostgresBackend,
+    Session,
+    SyncSession,
+    ensure_schema,
+    is_tombstone_error,
+    retryable,
+    schema_installed,
+    server_identity,
+)
+from ..backends.store import StoreSweepPart, hides_expired
+from ..errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
+from ..log import ReceiptLog
+from ..signing import Signer
+
+__all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver", "digest_read_only"]
+
+T = TypeVar("T")
+Select = Callable[[str, tuple[Any, ...]], bool]
+
+
+@cache
+def _versions() -> dict[str, str]:
+    out = {"langgraph-erasure-receipts": __version__}
+    for dist in ("langgraph-checkpoint", "langgraph-checkpoint-postgres", "psycopg"):
+        with suppress(metadata.PackageNotFoundError):
+            out[dist] = metadata.version(dist)
+    return out
+
+
+def _thread_of(config: RunnableConfig) -> str:
+    return str(config["configurable"]["thread_id"])
+
+
+def _pg_bound(session: Session, thread_id: str) -> str | None:
+    """The thread's ``new_conversations`` tombstone bound, if it has one."""
+    rows = session.query(
+        "SELECT fresh_after FROM erasure_tombstones "
+        "WHERE thread_id = %s AND policy = 'new_conversations'",
+        (thread_id,),
+    )
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+@contextmanager
+def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        if is_tombstone_error(exc):
+            raise ThreadErasedError(_thread_of(config)) from None
+        raise
+
+
+def _identity(session: Session) -> tuple[Any, ...] | None:
+    """Which database (and schema) a connection writes to; None if unknown."""
+    try:
+        return server_identity(session)
+    except psycopg.Error:
+        return None
+
+
+def _pg_options(vacuum: bool | str, lock_timeout_ms: int) -> tuple[bool | str, int]:
+    if vacuum not in (False, True, "full"):
+        raise ConfigurationError('vacuum= must be False, True or "full"')
+    return vacuum, int(lock_timeout_ms)
+
+
+class _PgDatabase:
+    """The sync PostgreSQL saver's database seam: a
+    :class:`~erasure_receipts.backends.postgres.Session` on one connection of the
+    saver's (pool), under its lock."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+        self._store_rows: bool | None = None
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(session, *args)`` under the saver's lock."""
+        with self.saver._session() as s:
+            return fn(s, *args)
+
+    def backend(
+        self, session: Session, request: ErasureRequest, residue_scan: ResidueScan
+    ) -> PostgresBackend:
+        """The PostgreSQL backend of ``request`` (a store elsewhere is swept)."""
+        saver = self.saver
+        store = saver._eraser.store
+        rows_ns: Sequence[tuple[str, ...]] = ()
+        extra: list[Part] = []
+        if request.store_namespaces:
+            assert store is not None
+            if self._store_rows:
+                rows_ns = request.store_namespaces
+            else:
+                unit = "store" if request.kind == "subject" else ""
+                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
+        return PostgresBackend(
+            session,
+            request.thread_id,
+            saver=type(saver).__name__,
+            store=type(store).__name__ if store is not None else None,
+            store_rows_namespaces=rows_ns,
+            extra_parts=extra,
+            extra_residue=(lambda: _swept_store_residue(store, extra)) if extra else None,
+            versions=_versions(),
+            vacuum=saver.vacuum,
+            lock_timeout_ms=saver.lock_timeout_ms,
+            residue_scan=bool(residue_scan),
+            threads=list(request.threads) if request.kind == "subject" else None,
+            keep=request.keep,
+            kept=request.kept,
+            removed=request.removed,
+            tombstone_policy=saver._eraser.tombstone_policy,
+        )
+
+    def retryable(self, exc: ErasureIncompleteError) -> bool:
+        """Serialization failures, deadlocks and lock timeouts are retried."""
+        return retryable(exc)
+
+    def check_readable(self, session: Session) -> None:
+        """Any database the saver connects to is read as it is."""
+
+    def store_rows(self) -> bool:
+        """Whether the store's tables are in the saver's database (and schema)."""
+        return bool(self._store_rows)
+
+    def resolve_store(self) -> None:
+        """Whether a ``PostgresStore`` writes to the saver's database (no writes)."""
+        from langgraph.store.postgres import PostgresStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver._eraser.store
+        if not isinstance(store, PostgresStore):
+            self._store_rows = False
+            return
+        # One connection at a time: a store sharing a small pool must not deadlock here.
+        with self.saver._session() as mine:
+            ours = _identity(mine)
+        with _pg_internal.get_connection(store.conn) as theirs:
+            self._store_rows = ours is not None and ours == _identity(SyncSession(theirs))
+
+    def prepare(self) -> None:
+        """Install (or check) the library's schema, then locate the store."""
+        self.saver._ready()
+        self.resolve_store()
+
+    def ensure_journal(self) -> None:
+        """The library's schema is installed."""
+        self.saver._ready()
+
+
+class _AsyncPgDatabase(_PgDatabase):
+    """The async PostgreSQL saver's database seam: a flow runs on a worker thread; each
+    database call enters the saver's lock and connection on the event loop."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def on_loop(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
+        assert self.loop is not None, "async flows run through flow()"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        # Called by a flow, already on a worker thread: run ``fn`` right here, with the
+        # session (lock + connection) entered and left on the event loop. Handing ``fn``
+        # to yet another pool thread could exhaust the pool under concurrent erasures.
+        session = self.saver._session()
+        s = self.on_loop(session.__aenter__())
+        try:
+            result = fn(s, *args)
+        except BaseException as exc:
+            self.on_loop(session.__aexit__(type(exc), exc, exc.__traceback__))
+            raise
+        self.on_loop(session.__aexit__(None, None, None))
+        return result
+
+    async def arun(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the synchronous ``fn(session, *args)`` on a worker thread."""
+        async with self.saver._session() as s:
+            return await asyncio.to_thread(fn, s, *args)
+
+    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a synchronous flow on a worker thread of this event loop."""
+        self.loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(fn, *args)
+
+    def prepare(self) -> None:
+        self.on_loop(self.aprepare())
+
+    def ensure_journal(self) -> None:
+        self.on_loop(self.aensure_journal())
+
+    def resolve_store(self) -> None:
+        self.on_loop(self.aresolve_store())
+
+    async def aresolve_store(self) -> None:
+        """Async ``resolve_store``."""
+        from langgraph.store.postgres.aio import AsyncPostgresStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver._eraser.store
+        if not isinstance(store, AsyncPostgresStore):
+            self._store_rows = False
+            return
+        ours = await self.arun(_identity)
+        async with _pg_ainternal.get_connection(store.conn) as theirs:
+            bridge = AsyncBridgeSession(theirs, asyncio.get_running_loop())
+            other = await asyncio.to_thread(_identity, bridge)
+        self._store_rows = ours is not None and ours == other
+
+    async def aprepare(self) -> None:
+        """Async ``prepare``."""
+        await self.saver._aready()
+        await self.aresolve_store()
+
+    async def aensure_journal(self) -> None:
+        """Async ``ensure_journal``."""
+        await self.saver._aready()
+
+
+def _swept_store_residue(store: Any, parts: Sequence[Part]) -> list[dict[str, Any]]:
+    detail: dict[str, Any] = {
+        "store": type(store).__name__,
+        "reason": "deleted through the BaseStore API; its storage is not scrubbed by "
+                  "this library",
+    }  # fmt: skip
+    if store is not None and hides_expired(store):
+        # search() hides expired rows here: they were read by SQL and deleted too.
+        detail["expired_rows_hidden_from_search"] = sum(
+            p.hidden_deleted for p in parts if isinstance(p, StoreSweepPart)
+        )
+    return [{"action": "store.scrub", "status": "skipped", "detail": detail}]
+
+
+class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
+    """``PostgresSaver`` whose deletions are measured, verified and signed.
+
+    Args:
+        conn: a ``psycopg.Connection`` (autocommit, ``dict_row``, as for the parent) or
+            a ``psycopg_pool.ConnectionPool``.
+        pipe: a pipeline of ``conn`` (as for the parent).
+        signer: the Ed25519 key that signs receipts.
+        store: the application's ``BaseStore``. A ``PostgresStore`` in the same database
+            (even with its own connection or pool) is erased in the erasure's
+            transaction, expired-TTL rows included; any other store is swept.
+        archive: directory where every receipt is written durably before returning.
+        namespaces_for: ``thread_id -> store namespace prefixes``: the store scope of
+            every thread-scoped operation not given ``store_namespaces=`` (as for
+            ``AttestingSqliteSaver``).
+        clock: returns the current time (inject for deterministic tests).
+        vacuum: ``True`` runs ``VACUUM`` on the affected tables after commit,
+            ``"full"`` runs ``VACUUM (FULL)`` (rewrites them; takes an ACCESS EXCLUSIVE
+            lock); the outcome is recorded in the receipt's residue either way.
+        lock_timeout_ms: longest wait for a lock inside the erasure transaction.
+        residue_scan: accepted for parity with the SQLite savers; the receipt records
+            it as ``not_applicable`` (it reads SQLite files).
+        refuse_erased_reads: ``get_tuple`` of an erased thread raises
+            ``ThreadErasedError`` instead of returning None (see the SQLite saver).
+    """
+
+    def __init__(
+        self,
+        conn: _pg_internal.Conn,
+        pipe: psycopg.Pipeline | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        signer: Signer,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        vacuum: bool | str = False,
+        lock_timeout_ms: int = 30_000,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> None:
+        super().__init__(conn, pipe=pipe, serde=serde)
+        self._held_writes = HeldWrites()
+        self.vacuum, self.lock_timeout_ms = _pg_options(vacuum, lock_timeout_ms)
+        self._schema_ready = False
+        self._eraser = Eraser(
+            _PgDatabase(self), pg_backend, SaverReader(self),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(  # type: ignore[override]
+        cls, conn_string: str, *, signer: Signer, pipeline: bool = False, **kwargs: Any
+    ) -> Iterator[AttestingPostgresSaver]:
+        """Connect to ``conn_string`` (autocommit, ``dict_row``, as the parent does) and
+        yield a saver on it (in a pipeline if asked); other arguments as the constructor."""
+        with psycopg.Connection.connect(
+            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            if pipeline:
+                with conn.pipeline() as pipe:
+                    yield cls(conn, pipe, signer=signer, **kwargs)
+            else:
+                yield cls(conn, signer=signer, **kwargs)
+
+    @contextmanager
+    def _session(self) -> Iterator[SyncSession]:
+        with self.lock, _pg_internal.get_connection(self.conn) as conn:
+            if self.pipe:
+                self.pipe.sync()
+            yield SyncSession(
+                conn, None if isinstance(self.conn, psycopg.Connection) else self.conn
+            )
+
+    def setup(self) -> None:
+        """The parent's ``setup`` (migrations), then this library's tables, functions and
+        tombstone triggers (idempotent; needs the privileges the README lists)."""
+        super().setup()
+        with self._session() as s:  # a catalog check when current; upgrades otherwise
+            ensure_schema(s)
+        self._schema_ready = True
+
+    def _ready(self) -> None:
+        """Install on first use, unless already installed (then no privilege is needed)."""
+        if self._schema_ready:
+            return
+        with self._session() as s:
+            self._schema_ready = schema_installed(s)
+        if not self._schema_ready:
+            self.setup()
+
+    # -- normal operation: the parent's, with tombstone errors made explicit -----------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``get_tuple``; with ``refuse_erased_reads`` an erased thread
+        raises ``ThreadErasedError`` instead of returning None."""
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and self.is_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return super().get_tuple(config)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The parent's ``put``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of the trigger's database error. Writes held for
+        this checkpoint are saved after it."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            with _tombstone_errors(config):
+                out = super().put(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            self.put_writes(*item)
+        return out
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """The parent's ``put_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of the trigger's database error; writes that come
+        before their checkpoint of a new conversation are held until it is saved (see
+        :mod:`erasure_receipts._held`)."""
+        try:
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            item = (config, writes, task_id, task_path)
+            held = self._held_writes.refused(
+                item, self._eraser.db.run(_pg_bound, key_of(config)[0])
+            )
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+
+
+class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
+    """``AsyncPostgresSaver`` whose deletions are measured, verified and signed.
+
+    Same arguments as :class:`AttestingPostgresSaver` (``conn`` an ``AsyncConnection``
+    or ``AsyncConnectionPool``). The shared flows run on a worker thread; each database
+    call holds the saver's lock and one connection on the event loop, which stays free.
+    """
+
+    def __init__(
+        self,
+        conn: _pg_ainternal.Conn,
+        pipe: psycopg.AsyncPipeline | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        signer: Signer,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        vacuum: bool | str = False,
+        lock_timeout_ms: int = 30_000,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> None:
+        super().__init__(conn, pipe=pipe, serde=serde)
+        self._held_writes = HeldWrites()
+        self.vacuum, self.lock_timeout_ms = _pg_options(vacuum, lock_timeout_ms)
+        self._schema_ready = False
+        db = _AsyncPgDatabase(self)
+        self._eraser = Eraser(
+            db, pg_backend, AsyncSaverReader(self, db.on_loop),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(  # type: ignore[override]
+        cls, conn_string: str, *, signer: Signer, pipeline: bool = False, **kwargs: Any
+    ) -> AsyncIterator[AsyncAttestingPostgresSaver]:
+        """Async :meth:`AttestingPostgresSaver.from_conn_string`."""
+        async with await psycopg.AsyncConnection.connect(
+            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        ) as conn:
+            if pipeline:
+                async with conn.pipeline() as pipe:
+                    yield cls(conn, pipe, signer=signer, **kwargs)
+            else:
+                yield cls(conn, signer=signer, **kwargs)
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[AsyncBridgeSession]:
+        async with self.lock, _pg_ainternal.get_connection(self.conn) as conn:
+            if self.pipe:
+                await self.pipe.sync()
+            pool = None if isinstance(self.conn, psycopg.AsyncConnection) else self.conn
+            yield AsyncBridgeSession(conn, asyncio.get_running_loop(), pool)
+
+    async def setup(self) -> None:
+        """Async :meth:`AttestingPostgresSaver.setup`."""
+        await super().setup()
+        await self._adb.arun(ensure_schema)  # a catalog check when current; upgrades otherwise
+        self._schema_ready = True
+
+    async def _aready(self) -> None:
+        if self._schema_ready:
+            return
+        self._schema_ready = bool(await self._adb.arun(schema_installed))
+        if not self._schema_ready:
+            await self.setup()
+
+    @asynccontextmanager
+    async def _atombstone_errors(self, config: RunnableConfig) -> AsyncIterator[None]:
+        try:
+            yield
+        except psycopg.Error as exc:
+            if is_tombstone_error(exc):
+                raise ThreadErasedError(_thread_of(config)) from None
+            raise
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``aget_tuple``; with ``refuse_erased_reads`` an erased thread
+        raises ``ThreadErasedError`` instead of returning None."""
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and await self.ais_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return await super().aget_tuple(config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The parent's ``aput``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of the trigger's database error."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            async with self._atombstone_errors(config):
+                out = await super().aput(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            await self.aput_writes(*item)
+        return out
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """The parent's ``aput_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of the trigger's database error."""
+        try:
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            item = (config, writes, task_id, task_path)
+            bound = await self._adb.arun(_pg_bound, key_of(config)[0])
+            held = self._held_writes.refused(item, bound)
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
+
+
+def digest_read_only(
+    conn: psycopg.Connection[Any],
+    thread_id: str,
+    store_namespaces: Sequence[tuple[str, ...]] = (),
+    *,
+    has_store: bool | None = None,
+) -> ThreadDigest:
+    """The pre-deletion digest and per-table counts an erasure of ``thread_id`` (and
+    ``store_namespaces`` of a ``PostgresStore``) would record now, measured exactly as
+    the saver measures, but installing nothing: for a LangGraph database this library
+    never set up, or a read-only connection (``receipt digest``). ``conn`` is an
+    autocommit connection with ``dict_row`` rows, as the saver's. ``has_store`` says
+    whether the database has a ``store`` table (looked up when None).
+    ``ConfigurationError`` for an empty thread id, or namespaces without a store."""
+    if not thread_id:
+        raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
+    namespaces = list(dict.fromkeys(store_namespaces))
+    if has_store is None and namespaces:
+        row = conn.execute("SELECT to_regclass('store') IS NOT NULL AS found").fetchone()
+        has_store = bool(row and row["found"])
+    if namespaces and not has_store:
+        raise ConfigurationError("store namespaces were given but the database has no store")
+    backend = PostgresBackend(
+        SyncSession(conn), thread_id, saver="AttestingPostgresSaver",
+        store="PostgresStore" if namespaces else None, store_rows_namespaces=namespaces,
+        versions={},
+    )  # fmt: skip
+    digest, tables = measure_rows(backend)
+    return ThreadDigest(digest, tables)

@@ -1,0 +1,590 @@
+"""Attesting checkpointers: LangGraph's SQLite savers plus signed, verified erasure.
+
+Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
+these subclasses add ``erase_thread`` / ``aerase_thread``, ``digest_thread``, tombstones
+and attested ``delete_thread``. The operations themselves are written once, in
+:mod:`erasure_receipts.attesting`; this module only says how to reach a SQLite database.
+The savers depend on parent internals (``conn``, ``lock``, ``setup``, aiosqlite's worker
+thread); the supported version ranges are pinned in ``pyproject.toml`` and checked by
+LangGraph's conformance suite in the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
+from datetime import datetime
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.store.base import BaseStore
+
+from .. import __version__
+from .._engine import ErasureRequest, Part
+from .._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest, check_archive
+from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .._engine.seams import ResidueScan
+from .._held import HeldWrites, key_of
+from .._surface import AsyncErasureMethods, ErasureMethods
+from ..backends import sqlite as sqlite_backend
+from ..backends.sqlite import (
+    SqliteBackend,
+    database_path,
+    ensure_tombstones,
+    is_tombstone_error,
+    scrub,
+)
+from ..backends.store import StoreSweepPart
+from ..errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
+from ..log import ReceiptLog
+from ..signing import Signer
+
+__all__ = [
+    "AsyncAttestingSqliteSaver",
+    "AttestingSqliteSaver",
+    "PendingErasure",
+    "ThreadDigest",
+    "check_archive",
+]
+
+T = TypeVar("T")
+Select = Callable[[str, tuple[Any, ...]], bool]
+
+
+@contextmanager
+def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
+    """The database's tombstone trigger fired: say so in the library's own terms."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        if is_tombstone_error(exc):
+            raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+        raise
+
+
+def _sqlite_bound(conn: sqlite3.Connection, thread_id: str) -> str | None:
+    """The thread's ``new_conversations`` tombstone bound, if it has one."""
+    row = conn.execute(
+        "SELECT fresh_after FROM erasure_tombstone_policies "
+        "WHERE thread_id = ? AND policy = 'new_conversations'",
+        (thread_id,),
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+@cache
+def _versions() -> dict[str, str]:
+    out = {"langgraph-erasure-receipts": __version__, "sqlite": sqlite3.sqlite_version}
+    for dist in ("langgraph-checkpoint", "langgraph-checkpoint-sqlite"):
+        with suppress(metadata.PackageNotFoundError):
+            out[dist] = metadata.version(dist)
+    return out
+
+
+class _SqliteDatabase:
+    """The sync SQLite saver's database seam: its ``sqlite3.Connection`` under its lock
+    (and the store's, when the store shares the connection)."""
+
+    def __init__(self, saver: AttestingSqliteSaver) -> None:
+        self.saver = saver
+        self._store_rows: bool | None = None
+
+    def _store_lock(self) -> Any:
+        store = self.saver._eraser.store
+        lock = getattr(store, "lock", None)
+        same_conn = getattr(store, "conn", None) is self.saver.conn
+        return lock if same_conn and lock is not None else nullcontext()
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` under the saver's lock."""
+        with self.saver.lock, self._store_lock():
+            return fn(self.saver.conn, *args)
+
+    def backend(
+        self, conn: sqlite3.Connection, request: ErasureRequest, residue_scan: ResidueScan
+    ) -> SqliteBackend:
+        """The SQLite backend of ``request`` (a store elsewhere is swept through its API)."""
+        store = self.saver._eraser.store
+        rows_ns: Sequence[tuple[str, ...]] = ()
+        extra: list[Part] = []
+        if request.store_namespaces:
+            assert store is not None
+            if self._store_rows:
+                rows_ns = request.store_namespaces
+            else:
+                unit = "store" if request.kind == "subject" else ""
+                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
+        return SqliteBackend(
+            conn,
+            request.thread_id,
+            saver=type(self.saver).__name__,
+            store=type(store).__name__ if store is not None else None,
+            store_rows_namespaces=rows_ns,
+            extra_parts=extra,
+            extra_residue=(lambda: _store_residue(store, bool(residue_scan))) if extra else None,
+            versions=_versions(),
+            residue_scan=residue_scan,
+            threads=list(request.threads) if request.kind == "subject" else None,
+            keep=request.keep,
+            kept=request.kept,
+            removed=request.removed,
+            tombstone_policy=self.saver._eraser.tombstone_policy,
+        )
+
+    def retryable(self, exc: ErasureIncompleteError) -> bool:
+        """SQLite's ``BEGIN IMMEDIATE`` waits for the lock: nothing to retry."""
+        return False
+
+    def check_readable(self, conn: sqlite3.Connection) -> None:
+        """Read-only: never creates tables, triggers or changes the journal mode, so a
+        preview also works on a ``mode=ro`` connection."""
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+        ).fetchone():
+            raise NotALangGraphDatabaseError(
+                f"{database_path(conn)}: no LangGraph checkpoint tables (not a LangGraph database)"
+            )
+
+    def store_rows(self) -> bool:
+        """Whether the store's items are rows of the saver's database file."""
+        return bool(self._store_rows)
+
+    def resolve_store(self) -> None:
+        """Whether the store's tables live in the saver's database (no writes)."""
+        from langgraph.store.sqlite import SqliteStore
+
+        if self._store_rows is not None:
+            return
+        store = self.saver._eraser.store
+        if not isinstance(store, SqliteStore):
+            self._store_rows = False
+        elif store.conn is self.saver.conn:
+            self._store_rows = True
+        else:
+            try:
+                with store.lock:
+                    # Overwrites made through the store's own connection must be zeroed
+                    # too, or old item versions linger in free space (connection-scoped).
+                    store.conn.execute("PRAGMA secure_delete = ON")
+                    other = database_path(store.conn)
+                self._store_rows = other != ":memory:" and other == database_path(self.saver.conn)
+            except sqlite3.Error:
+                self._store_rows = False
+
+    def prepare(self) -> None:
+        """Set up (the library's tables), then locate the store."""
+        self.saver.setup()
+        self.resolve_store()
+
+    def ensure_journal(self) -> None:
+        """The library's tables exist."""
+        self.saver.setup()
+
+
+class _AsyncSqliteDatabase(_SqliteDatabase):
+    """The async SQLite saver's database seam: the ``sqlite3.Connection`` inside
+    aiosqlite, used on aiosqlite's own thread; a flow runs on a worker thread and
+    reaches it through the event loop."""
+
+    saver: AsyncAttestingSqliteSaver  # type: ignore[assignment]
+
+    def __init__(self, saver: AsyncAttestingSqliteSaver) -> None:
+        self.saver = saver
+        self._store_rows = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def on_loop(self, coro: Awaitable[T]) -> T:
+        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
+        assert self.loop is not None, "async flows run through flow()"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return self.on_loop(self.arun(fn, *args))
+
+    async def arun(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(conn, *args)`` on aiosqlite's thread, under the saver's lock."""
+        async with self.saver.lock:
+            result: T = await self.saver._run(fn, self.saver.conn._conn, *args)
+        return result
+
+    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a synchronous flow on a worker thread of this event loop."""
+        self.loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(fn, *args)
+
+    def prepare(self) -> None:
+        self.on_loop(self.aprepare())
+
+    def ensure_journal(self) -> None:
+        self.on_loop(self.aensure_journal())
+
+    def resolve_store(self) -> None:
+        self.on_loop(self.aresolve_store())
+
+    async def aresolve_store(self) -> None:
+        """Async ``resolve_store``."""
+        from langgraph.store.sqlite import SqliteStore
+        from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+        if self._store_rows is not None:
+            return
+        saver = self.saver
+        store = saver._eraser.store
+        if getattr(store, "conn", None) is saver.conn:
+            # One aiosqlite connection for both: its rows are ours, in our transaction
+            # (and its sync API must never be called from that connection's own thread).
+            self._store_rows = True
+            return
+        mine = await saver._run(lambda: database_path(saver.conn._conn))
+        other = None
+        try:
+            if isinstance(store, AsyncSqliteStore):
+                await store.conn.execute("PRAGMA secure_delete = ON")
+                async with store.conn.execute("PRAGMA database_list") as cur:
+                    rows = await cur.fetchall()
+                other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
+            elif isinstance(store, SqliteStore):
+                with store.lock:
+                    store.conn.execute("PRAGMA secure_delete = ON")
+                    other = database_path(store.conn)
+        except sqlite3.Error:
+            other = None
+        self._store_rows = other is not None and other != ":memory:" and other == mine
+
+    async def aprepare(self) -> None:
+        """Async ``prepare``."""
+        await self.saver.setup()
+        await self.aresolve_store()
+
+    async def aensure_journal(self) -> None:
+        """Async ``ensure_journal``."""
+        await self.saver.setup()
+
+
+def _store_residue(store: Any, scanned: bool) -> list[dict[str, Any]]:
+    """Residue of a swept store: scrub it if it is SQLite we can reach, else say so."""
+    from langgraph.store.sqlite import SqliteStore
+
+    if isinstance(store, SqliteStore):
+        with store.lock:
+            out = scrub(store.conn, "store")
+            path = database_path(store.conn)
+        # Only the saver's own database file is scanned: say so for the store's.
+        action = "residue_scan.store" if scanned else "sqlite.live_page_free_space.store"
+        reason = (
+            "the store's database file is not scanned (only the saver's is); copies "
+            "of erased items can remain in the free space of its live pages"
+        )
+        out.append(
+            {"action": action, "status": "skipped",
+             "detail": {"database": path, "reason": reason}}
+        )  # fmt: skip
+        return out
+    return [
+        {"action": "store.scrub", "status": "skipped",
+         "detail": {"store": type(store).__name__,
+                    "reason": "deleted through the BaseStore API; its storage is not "
+                              "scrubbed by this library"}}
+    ]  # fmt: skip
+
+
+class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
+    """``SqliteSaver`` whose deletions are measured, verified and signed.
+
+    Args:
+        conn: the SQLite connection (as for ``SqliteSaver``).
+        signer: the Ed25519 key that signs receipts.
+        store: the application's ``BaseStore``; its items under a thread's store
+            namespaces are erased with the thread. A ``SqliteStore`` in the same
+            database file is erased in the same transaction; any other store is swept.
+        archive: directory where every receipt is written durably before returning,
+            or a ``ReceiptLog`` (erasure_receipts.log) to append it to a signed log.
+        namespaces_for: ``thread_id -> store namespace prefixes``: the store scope of
+            every thread-scoped operation not given ``store_namespaces=`` (erase,
+            ``delete_thread`` - which other code, e.g. LangGraph itself, may call -,
+            digest, history, prune, sweeps), erased only with rows of the thread
+            itself. Requires ``store``.
+        clock: returns the current time (inject for deterministic tests).
+        residue_scan: after every erasure, scan the database file's free space and its
+            ``-shm``/``-journal`` files (with the WAL emptied) for copies of the erased
+            rows, ``VACUUM`` if any is found, and record the checked result in the
+            receipt; ``"vacuum"`` always rewrites the file (see README, "What a receipt
+            does not cover").
+        refuse_erased_reads: ``get_tuple`` of an erased (tombstoned) thread raises
+            ``ThreadErasedError`` instead of returning None, so a graph still running on
+            an erased thread stops at its first read - before its nodes write anything
+            (e.g. user memory into an erased store namespace). Off by default: LangGraph's
+            saver contract returns None for unknown threads.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self._held_writes = HeldWrites()
+        self._eraser = Eraser(
+            _SqliteDatabase(self), sqlite_backend, SaverReader(self),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(  # type: ignore[override]
+        cls,
+        conn_string: str,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> Iterator[AttestingSqliteSaver]:
+        """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
+        connection is closed on exit. Other arguments as for the constructor."""
+        with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
+            yield cls(
+                conn, signer=signer, serde=serde, store=store, archive=archive,
+                namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+                refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
+            )  # fmt: skip
+
+    def setup(self) -> None:
+        """The parent's ``setup``, then the tombstone and journal tables, the tombstone
+        triggers and ``secure_delete`` on this connection (skipped once set up)."""
+        if self.is_setup:
+            return
+        super().setup()
+        try:
+            ensure_tombstones(self.conn)
+        except BaseException:
+            self.is_setup = False  # retried next time, never silently without triggers
+            raise
+
+    # -- normal operation: the parent's, with tombstone errors made explicit -----------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``get_tuple``, except that with ``refuse_erased_reads`` a
+        tombstoned thread raises ``ThreadErasedError`` instead of returning None (the
+        saver's own post-erasure API checks still read it and find nothing)."""
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and self.is_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return super().get_tuple(config)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The parent's ``put``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``. Writes held for
+        this checkpoint are saved after it."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            with _tombstone_errors(config):
+                out = super().put(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            self.put_writes(*item)
+        return out
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """The parent's ``put_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` instead of ``sqlite3.IntegrityError``;
+        writes that come before their checkpoint of a new conversation are held until it
+        is saved (see :mod:`erasure_receipts._held`)."""
+        try:
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            item = (config, writes, task_id, task_path)
+            held = self._held_writes.refused(
+                item, self._eraser.db.run(_sqlite_bound, key_of(config)[0])
+            )
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            with _tombstone_errors(config):
+                super().put_writes(config, writes, task_id, task_path)
+
+
+class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
+    """``AsyncSqliteSaver`` whose deletions are measured, verified and signed.
+
+    Same arguments as :class:`AttestingSqliteSaver`. The shared flows run on a worker
+    thread: the measurement and deletion on aiosqlite's own database thread inside one
+    ``BEGIN IMMEDIATE`` transaction, the public-API checks on the event loop.
+    """
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> None:
+        super().__init__(conn, serde=serde)
+        self._held_writes = HeldWrites()
+        db = _AsyncSqliteDatabase(self)
+        self._eraser = Eraser(
+            db, sqlite_backend, AsyncSaverReader(self, db.on_loop),
+            signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
+            clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
+            tombstone_policy=tombstone_policy,
+        )  # fmt: skip
+        self._tombstones_ready = False
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(  # type: ignore[override]
+        cls,
+        conn_string: str,
+        *,
+        signer: Signer,
+        serde: SerializerProtocol | None = None,
+        store: BaseStore | None = None,
+        archive: str | Path | ReceiptLog | None = None,
+        namespaces_for: NamespacesFor | None = None,
+        clock: Callable[[], datetime] | None = None,
+        residue_scan: ResidueScan = False,
+        refuse_erased_reads: bool = False,
+        tombstone_policy: str = "new_conversations",
+    ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
+        """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
+        async with aiosqlite.connect(conn_string) as conn:
+            yield cls(
+                conn, signer=signer, serde=serde, store=store, archive=archive,
+                namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
+                refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
+            )  # fmt: skip
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # aiosqlite owns the sqlite3 connection on its worker thread; run there.
+        return await self.conn._execute(fn, *args)  # type: ignore[no-untyped-call]
+
+    async def setup(self) -> None:
+        """The parent's ``setup``, then (once per saver, on aiosqlite's thread) the
+        tombstone and journal tables, the tombstone triggers and ``secure_delete``."""
+        await super().setup()
+        if not self._tombstones_ready:
+            async with self.lock:
+                if not self._tombstones_ready:
+                    await self._run(lambda: ensure_tombstones(self.conn._conn))
+                    self._tombstones_ready = True
+
+    @asynccontextmanager
+    async def _atombstone_errors(self, config: RunnableConfig) -> AsyncIterator[None]:
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            if not is_tombstone_error(exc):
+                raise
+            # The parent neither commits nor rolls back when its INSERT fails; don't
+            # leave the connection holding the write lock in a half-open transaction.
+            async with self.lock:
+                if self.conn.in_transaction:
+                    await self.conn.rollback()
+            raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The parent's ``aget_tuple``, except that with ``refuse_erased_reads`` a
+        tombstoned thread raises ``ThreadErasedError`` instead of returning None."""
+        if self._eraser.refuse_erased_reads and not API_CHECK.get():
+            thread_id = config["configurable"].get("thread_id")
+            if thread_id is not None and await self.ais_erased(str(thread_id)):
+                raise ThreadErasedError(str(thread_id))
+        return await super().aget_tuple(config)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """The parent's ``aput``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
+        key = key_of(config, checkpoint["id"])
+        try:
+            async with self._atombstone_errors(config):
+                out = await super().aput(config, checkpoint, metadata, new_versions)
+        except ThreadErasedError:
+            self._held_writes.settle(key, saved=False)
+            raise
+        for item in self._held_writes.settle(key, saved=True):
+            await self.aput_writes(*item)
+        return out
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """The parent's ``aput_writes``; a write to a tombstoned thread raises
+        ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
+        try:
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)
+            return
+        except ThreadErasedError:
+            item = (config, writes, task_id, task_path)
+            bound = await self._adb.arun(_sqlite_bound, key_of(config)[0])
+            held = self._held_writes.refused(item, bound)
+            if held is None:
+                raise
+        if not held:  # the checkpoint was saved meanwhile
+            async with self._atombstone_errors(config):
+                await super().aput_writes(config, writes, task_id, task_path)

@@ -477,3 +477,22 @@ def test_eraser_composes_the_fake_seams() -> None:
     assert type(er.db).__name__ == "FakeDatabase"
     assert type(er.journal).__name__ == "FakeJournal"
     assert type(er.reader).__name__ == "FakeReader"
+
+
+# -- subject: one unit per thread -------------------------------------------------------------
+
+
+def test_subject_erasure_crash_and_recovery() -> None:
+    mem = populated()
+    request = ErasureRequest("alice", kind="subject", threads=("t1", "t2"))
+    pre = digest_now(mem, request)
+    with pytest.raises(ProcessDied):
+        fake_eraser(mem, SIGNER, None, {"record_statement": DIE}).erase(request, False)
+    mem.restart()
+    assert mem.rows() == {CHECKPOINTS: [], WRITES: []}
+    assert set(mem.tombstones) == {"t1", "t2"}
+    (r,) = fake_eraser(mem, SIGNER).recover(0)
+    v = verified(r)
+    assert v.pre_digest == pre
+    units = {u["name"]: u["leaves"] for u in v.statement["predicate"]["units"]}
+    assert units == {"thread:t1": 11, "thread:t2": 2}

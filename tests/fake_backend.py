@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequenc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erasure_receipts import Signer, lease
 from erasure_receipts._parts import TableCount
@@ -103,7 +103,7 @@ def fire(faults: Mapping[str, Any], point: str, *args: Any) -> Any:
 
 def once(exc: BaseException | str) -> Callable[..., None]:
     """A fault that fires the first time only (``exc`` or :data:`DIE`)."""
-    fired = []
+    fired: list[bool] = []
 
     def fault(*_: Any) -> None:
         if not fired:
@@ -203,6 +203,10 @@ def _leaf_data(table: str, key: tuple[str, ...], value: bytes) -> bytes:
     return json.dumps([table, *key, value.hex()]).encode()
 
 
+def _of_thread(thread_id: str) -> Callable[[tuple[str, ...]], bool]:
+    return lambda key: key[0] == thread_id
+
+
 class FakePart:
     """One table's rows of the scope (one unit, one role), in key order."""
 
@@ -266,16 +270,16 @@ class FakePart:
 class FakeBackend:
     """The engine backend of one request over :class:`Memory`."""
 
-    kind = "memory"  # no kind verifiers hold to a table list or residue disclosures
-    saver = "FakeSaver"
-    store = None
-    versions = {"fake-backend": "1"}  # noqa: RUF012 - read only
+    kind: str = "memory"  # no kind verifiers hold to a table list or residue disclosures
+    saver: str = "FakeSaver"
+    store: str | None = None
 
     def __init__(self, mem: Memory, request: ErasureRequest, faults: Faults) -> None:
         self.mem = mem
         self.request = request
         self.faults = faults
         self.database = mem.name
+        self.versions = {"fake-backend": "1"}
         self.thread_id = request.thread_id
         self.threads = list(request.all_threads)
         self.checkpoint_namespaces: set[str] = set()
@@ -293,11 +297,10 @@ class FakeBackend:
             ]
         else:
             self._parts = [
-                FakePart(self, table, lambda k, t=t: k[0] == t,
-                         unit=f"thread:{t}" if units else "")
+                FakePart(self, table, _of_thread(t), unit=f"thread:{t}" if units else "")
                 for t in self.threads
                 for table in (CHECKPOINTS, WRITES)
-            ]  # fmt: skip
+            ]
 
     # -- keep="latest" ---------------------------------------------------------------
 
@@ -401,7 +404,7 @@ class FakeDatabase:
         with self.mem.lock:
             return fn(self.mem, *args)
 
-    def backend(self, handle: Memory, request: ErasureRequest, residue_scan: Any) -> FakeBackend:
+    def backend(self, handle: Any, request: ErasureRequest, residue_scan: Any) -> FakeBackend:
         backend = FakeBackend(handle, request, self.faults)
         self.backends.append(backend)
         return backend
@@ -609,3 +612,17 @@ def fake_eraser(
 
 def receipt_sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+if TYPE_CHECKING:  # the engine's protocols, checked by ``mypy --strict tests/fake_backend.py``
+    from erasure_receipts._parts import Part
+    from erasure_receipts.engine.seams import Database, Journal, Reader
+    from erasure_receipts.engine.types import ErasureBackend
+
+    def _conforms(mem: Memory) -> None:
+        backend = FakeBackend(mem, ErasureRequest("t"), {})
+        _db: Database = FakeDatabase(mem)
+        _journal: Journal = FakeJournal()
+        _reader: Reader = FakeReader(mem)
+        _backend: ErasureBackend = backend
+        _part: Part = backend.parts()[0]

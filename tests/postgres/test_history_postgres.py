@@ -28,6 +28,7 @@ from erasure_receipts._engine import NeedlesFoundError
 from erasure_receipts.backends import postgres as pg_backend
 from erasure_receipts.digest import encode_row, leaf_hash
 from erasure_receipts.history import DeltaChannelError
+from faults import inject
 from pg_helpers import connect, count, independent_digest, raw_rows, table_shape
 from scenario import naive_root
 from test_history_graphs import (
@@ -184,7 +185,7 @@ def test_pg_rows_written_after_commit_and_recovery(
         def crash(*args: Any) -> Any:
             raise OSError("disk gone")
 
-        monkeypatch.setattr(pg_backend, "record_statement", crash)
+        inject(monkeypatch, saver, record_statement=crash)
         with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
             saver.erase_history(T, needles=[CARD])
         monkeypatch.undo()

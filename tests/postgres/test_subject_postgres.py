@@ -167,6 +167,7 @@ def test_pg_writers_wait_for_the_subject_erasure(
     """Between the search under the lock and the commit, no thread of the subject can
     be created: a writer of any thread waits (here: gives up after its lock timeout)."""
     from erasure_receipts.backends import postgres as pg_backend
+    from faults import inject
 
     dsn = pg_app
     original = pg_backend.threads_by_metadata
@@ -195,8 +196,8 @@ def test_pg_writers_wait_for_the_subject_erasure(
         seen.append("search")
         return found
 
-    monkeypatch.setattr(pg_backend, "threads_by_metadata", probe)
     with AttestingPostgresSaver.from_conn_string(dsn, signer=signer) as saver:
+        inject(monkeypatch, saver, threads_by_metadata=probe)
         saver.erase_subject(SUBJECT, metadata_key="user_id")
     assert seen == ["search", "blocked", "search"]
     assert count(dsn, "checkpoints", "thread_id = ANY(%s)", (THREADS,)) == 0

@@ -27,6 +27,7 @@ from erasure_receipts._engine import NeedlesFoundError
 from erasure_receipts.backends import sqlite as sqlite_backend
 from erasure_receipts.digest import encode_row, leaf_hash
 from erasure_receipts.history import DeltaChannelError
+from faults import inject
 from scenario import columns, independent_digest, marker_in_files, naive_root, pk_columns
 from test_history_graphs import (
     CARD,
@@ -303,7 +304,7 @@ def test_recovery_reproduces_the_removed_set(
         def crash(*args: Any) -> Any:
             raise OSError("disk gone")
 
-        monkeypatch.setattr(sqlite_backend, "record_statement", crash)
+        inject(monkeypatch, saver, record_statement=crash)
         with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
             saver.erase_history(T, needles=[CARD])
         monkeypatch.undo()

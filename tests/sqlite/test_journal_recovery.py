@@ -47,7 +47,7 @@ def test_receipt_without_archive_is_kept_in_the_journal(tmp_path: Path, signer: 
 def test_recovery_continues_past_an_entry_it_cannot_attest(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
@@ -55,8 +55,8 @@ def test_recovery_continues_past_an_entry_it_cannot_attest(
         put(s, "t2")
         # The database refuses the statement: both erasures commit with journal entries
         # only, so recovery must re-verify their scopes.
-        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
-            sqlite3.OperationalError("injected: database is locked")))  # fmt: skip
+        locked = sqlite3.OperationalError("injected: database is locked")
+        inject(monkeypatch, s, record_statement=locked)
         for t in ("t1", "t2"):
             with pytest.raises(ErasureIncompleteError, match=r"no receipt .*database is locked"):
                 s.erase_thread(t, tombstone=False)
@@ -76,15 +76,14 @@ def test_recovery_continues_past_an_entry_it_cannot_attest(
 def test_recovery_rejects_an_archived_receipt_of_another_entry(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         put(s, "t1")
         put(s, "t2")
         r1 = s.erase_thread("t1")
-        monkeypatch.setattr(sqlite_backend, "mark_issued", lambda *a: (_ for _ in ()).throw(
-            sqlite3.OperationalError("injected")))  # fmt: skip
+        inject(monkeypatch, s, mark_issued=sqlite3.OperationalError("injected"))
         r2 = s.erase_thread("t2")
         monkeypatch.undo()
         (archive / f"{r2.receipt_id}.json").write_bytes(r1.to_json())  # wrong receipt
@@ -97,7 +96,7 @@ def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from erasure_receipts.backends import sqlite as backend
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db = tmp_path / "a.db"
     conn = sqlite3.connect(db, check_same_thread=False, timeout=0.2)
@@ -112,7 +111,7 @@ def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
         finally:
             blocker.execute("ROLLBACK")
 
-    monkeypatch.setattr(sqlite_backend, "mark_issued", busy_mark)
+    inject(monkeypatch, s, mark_issued=busy_mark)
     first = s.erase_thread("t")  # returned: signed from the journaled statement
     monkeypatch.undo()
     assert not conn.in_transaction
@@ -126,13 +125,12 @@ def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
 def test_recovery_leaves_young_entries_to_the_process_still_signing(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as s:
         put(s, "t")
-        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
-            sqlite3.OperationalError("injected")))  # fmt: skip
+        inject(monkeypatch, s, record_statement=sqlite3.OperationalError("injected"))
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t")
         monkeypatch.undo()
@@ -144,15 +142,14 @@ def test_recovery_leaves_young_entries_to_the_process_still_signing(
 def test_recovery_without_the_store_reports_instead_of_crashing(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db, store = tmp_path / "a.db", InMemoryStore()
     store.put(NS, "k", {"v": 1})
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as s:
         put(s, "a")
         put(s, "b")
-        monkeypatch.setattr(sqlite_backend, "record_statement", lambda *a: (_ for _ in ()).throw(
-            sqlite3.OperationalError("injected")))  # fmt: skip
+        inject(monkeypatch, s, record_statement=sqlite3.OperationalError("injected"))
         for t, ns in (("a", [NS]), ("b", [])):
             with pytest.raises(ErasureIncompleteError):
                 s.erase_thread(t, store_namespaces=ns)

@@ -174,7 +174,7 @@ def test_sqlite_recovery_keeps_a_checkpoint_saved_before_it(
     writer behind saved a lower-id checkpoint re-measures those rows only - it keeps the
     new checkpoint and issues the receipt (before: it deleted it as a late write)."""
     from erasure_receipts import ErasureIncompleteError
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
@@ -183,7 +183,7 @@ def test_sqlite_recovery_keeps_a_checkpoint_saved_before_it(
         def crash(*args: Any) -> Any:
             raise OSError("disk gone")
 
-        monkeypatch.setattr(sqlite_backend, "record_statement", crash)
+        inject(monkeypatch, saver, record_statement=crash)
         with pytest.raises(ErasureIncompleteError, match="recover_receipts"):
             saver.erase_history(TID)
         monkeypatch.undo()

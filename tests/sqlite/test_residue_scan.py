@@ -24,6 +24,7 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts.backends.sqlite_residue import Needles, residue_scan
+from faults import inject
 from scenario import MARKER, build_graph, human, marker_in_files, raw_rows
 
 NS = ("users", "alice")
@@ -211,7 +212,7 @@ def test_recovery_without_needles_vacuums(tmp_path: Path, signer: Signer, monkey
         def crash(*a: Any, **k: Any) -> Any:
             raise OSError("died before journaling the statement")
 
-        monkeypatch.setattr("erasure_receipts.backends.sqlite.record_statement", crash)
+        inject(monkeypatch, s, record_statement=crash)
         with pytest.raises(ErasureIncompleteError):
             s.erase_thread("t3")
         monkeypatch.undo()

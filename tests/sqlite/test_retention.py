@@ -25,6 +25,7 @@ import pytest
 
 from erasure_receipts import AsyncAttestingSqliteSaver, AttestingSqliteSaver, Signer, verify_receipt
 from erasure_receipts.backends import sqlite as sqlite_backend
+from faults import inject
 from test_history_graphs import CHAT_TURNS, cfg, chat_graph, checkpoint_clock, human
 
 THREADS = 1000
@@ -201,9 +202,9 @@ def test_thread_that_became_active_is_skipped(
             chat_graph(SqliteSaver(other)).invoke(human("I'm back"), cfg(victim))
         return page
 
-    monkeypatch.setattr(sqlite_backend, "idle_threads", select_then_write)
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer,
                                                archive=tmp_path / "r") as saver:  # fmt: skip
+        inject(monkeypatch, saver, idle_threads=select_then_write)
         result = saver.erase_idle_threads(timedelta(days=30))
         assert result.skipped == {"became_active": 1}
         assert result.threads == len(IDLE) - 1 and not saver.is_erased(victim)

@@ -152,7 +152,7 @@ def test_process_killed_after_commit_recovers_in_another_process(
 def test_receipt_archived_but_not_marked_is_not_issued_twice(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
@@ -161,7 +161,7 @@ def test_receipt_archived_but_not_marked_is_not_issued_twice(
         def fail(*a: Any) -> None:
             raise sqlite3.OperationalError("injected: database is locked")
 
-        monkeypatch.setattr(sqlite_backend, "mark_issued", fail)
+        inject(monkeypatch, s, mark_issued=fail)
         first = s.erase_thread(T)  # the receipt is returned and archived regardless
         assert journal(db)[0][2] is None
         monkeypatch.undo()
@@ -172,13 +172,12 @@ def test_receipt_archived_but_not_marked_is_not_issued_twice(
 
 
 def test_tampered_archive_is_not_overwritten(tmp_path: Path, signer: Signer, monkeypatch) -> None:
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from faults import inject
 
     db, archive = tmp_path / "a.db", tmp_path / "r"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
         put(s, T, 1)
-        monkeypatch.setattr(sqlite_backend, "mark_issued", lambda *a: (_ for _ in ()).throw(
-            sqlite3.OperationalError("injected")))  # fmt: skip
+        inject(monkeypatch, s, mark_issued=sqlite3.OperationalError("injected"))
         r = s.erase_thread(T)
         monkeypatch.undo()
         path = archive / f"{r.receipt_id}.json"

@@ -52,7 +52,9 @@ MODULES = (
 # Not checked yet (documentation in progress). Empty this tuple to check them too.
 EXCLUDED_MODULES: tuple[str, ...] = ()
 
-NEEDS_PSYCOPG = frozenset({"erasure_receipts._savers.postgres", "erasure_receipts.backends.postgres"})
+NEEDS_PSYCOPG = frozenset(
+    {"erasure_receipts._savers.postgres", "erasure_receipts.backends.postgres"}
+)
 HAS_PSYCOPG = importlib.util.find_spec("psycopg") is not None
 
 

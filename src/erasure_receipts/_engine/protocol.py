@@ -228,7 +228,18 @@ def erase_rows(
             f"erasure of {request.label} aborted and rolled back: {what}{extra}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
-    return _after_commit(backend, request, receipt_id, issued_at, entry, draft=draft)
+    try:
+        return _after_commit(backend, request, receipt_id, issued_at, entry, draft=draft)
+    except ErasureIncompleteError:
+        raise
+    except Exception as exc:
+        # Committed: never retried (no cause to find a transient conflict in), and said.
+        raise ErasureIncompleteError(
+            f"the erasure of {request.label} committed, but checking it afterwards failed "
+            f"({type(exc).__name__}: {exc}); the erasure journal in the database keeps the "
+            "measurement: fix the cause and call recover_receipts(), which re-verifies the "
+            "scope and issues it"
+        ) from None
 
 
 def _nothing_check(

@@ -64,7 +64,7 @@ def test_private_exception_classes_are_few_and_known() -> None:
     assert private <= {
         "erasure_receipts.subject._ScopeChanged",
         "erasure_receipts.history._BecameActive",
-        "erasure_receipts.backends.sqlite_residue._Unsettled",
+        "erasure_receipts.backends.sqlite.residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
     }
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._table import Journal
 from ..keep_latest import KeepLatest
 from . import backend, journal, leaves, queries, residue, schema, session
 from .backend import PgTablePart, PlannedPgPart, PostgresBackend
@@ -236,6 +237,10 @@ class PostgresJournal:
         """:func:`plan_keep_latest`."""
         return plan_keep_latest(session, thread_id, write=write)
 
+    def has_store_table(self, session: Session) -> bool:
+        """:func:`has_store_table` (PostgreSQL only: which tables a subject erasure locks)."""
+        return has_store_table(session)
+
 
 if not TYPE_CHECKING:  # typed callers see only the names above
 
@@ -250,3 +255,6 @@ if not TYPE_CHECKING:  # typed callers see only the names above
 
 JOURNAL = PostgresJournal()
 """The one :class:`PostgresJournal` (it holds no state)."""
+
+if TYPE_CHECKING:
+    _JOURNAL_TYPED: Journal[Session] = JOURNAL

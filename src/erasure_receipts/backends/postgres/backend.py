@@ -1,16 +1,6 @@
 """PostgreSQL: the erasure backend - enumerate, lock, delete and report residue of one
-thread's rows through a :class:`~.session.Session`.
-
-Concurrency. Writes of a thread and its erasure are serialised by a transaction-scoped
-advisory lock ``(ADVISORY_CLASS, hashtext(thread_id))``: ``BEFORE INSERT`` triggers on
-``checkpoints``, ``checkpoint_blobs`` and ``checkpoint_writes`` take it *shared* (so
-writers of a thread never block each other) and then refuse rows of a tombstoned
-thread; the erasure takes it *exclusively* before its first read, under READ
-COMMITTED. A write that got the lock first commits before the erasure measures (it is
-measured and deleted); a write that asks later waits for the erasure's commit and then
-sees the tombstone (``ThreadErasedError``). No row can be inserted between measurement
-and delete, and the trigger holds for every connection and process, including plain
-``PostgresSaver`` workers.
+thread's rows through a :class:`~.session.Session`, under the thread's exclusive advisory
+lock (the package's docstring says how it serialises with the triggers' shared one).
 
 Rows are ordered by primary key with ``COLLATE "C"`` (code-point order, the same as
 SQLite's ``BINARY``); each column is read as :mod:`.leaves` says.

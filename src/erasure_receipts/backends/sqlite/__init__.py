@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._table import Journal
 from ..keep_latest import KeepLatest
 from . import backend, connection, journal, queries, residue, schema
 from .backend import PlannedSqlPart, SqliteBackend, SqlTablePart
@@ -243,3 +244,6 @@ if not TYPE_CHECKING:  # typed callers see only the names above
 
 JOURNAL = SqliteJournal()
 """The one :class:`SqliteJournal` (it holds no state)."""
+
+if TYPE_CHECKING:
+    _JOURNAL_TYPED: Journal[sqlite3.Connection] = JOURNAL

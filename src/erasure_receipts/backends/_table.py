@@ -24,6 +24,7 @@ __all__ = [
     "RUN_IN_FLIGHT",
     "TOMBSTONE_MESSAGE",
     "Journal",
+    "PlannedRows",
     "TableBackend",
     "namespace_condition",
 ]
@@ -74,6 +75,21 @@ def namespace_condition(
         conds.append(match)
         params += [text, below(text)]
     return "(" + " OR ".join(conds) + ")", params
+
+
+class PlannedRows:
+    """A history erasure's table part (``keep="latest"``): ``where`` and ``params`` come
+    from the plan (``resolve``) the first time the part reads - inside the erasure
+    transaction, so the plan sees what its locks protect."""
+
+    resolve: Callable[[], tuple[str, list[Any]]] | None
+    where: str
+    params: Sequence[Any]
+
+    def _ready(self) -> None:
+        if self.resolve is not None:
+            self.where, self.params = self.resolve()
+            self.resolve = None
 
 
 class TableBackend:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...digest import RowLeafHasher
 from ...engine import LeafSink, Part, TableCount, fresh_after
-from .._table import TableBackend
+from .._table import PlannedRows, TableBackend
 from ..keep_latest import KeepLatest, Removed
 from .journal import take_lease
 from .leaves import _Table, describe, wire_expression
@@ -139,7 +139,7 @@ class PgTablePart:
 
 
 @dataclass
-class PlannedPgPart(PgTablePart):
+class PlannedPgPart(PgTablePart, PlannedRows):
     """A table's removed (or kept) rows of a history erasure: ``where`` and ``params``
     come from the plan the first time the part reads - inside the erasure transaction,
     after the advisory lock."""
@@ -148,11 +148,6 @@ class PlannedPgPart(PgTablePart):
     record: Callable[[list[tuple[str, ...]]], None] | None = None
     """``checkpoints`` and ``checkpoint_blobs``, removed: receives the keys each
     ``finish`` deletes."""
-
-    def _ready(self) -> None:
-        if self.resolve is not None:
-            self.where, self.params = self.resolve()
-            self.resolve = None
 
     def _measure(self, sink: LeafSink, lock: bool) -> TableCount:
         self._ready()

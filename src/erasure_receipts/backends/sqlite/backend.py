@@ -16,7 +16,7 @@ from typing import Any
 
 from ...digest import RowLeafHasher
 from ...engine import LeafSink, Part, TableCount, fresh_after
-from .._table import TableBackend
+from .._table import PlannedRows, TableBackend
 from ..keep_latest import KeepLatest, Removed
 from .connection import _quote, database_path, text_encoding
 from .journal import take_lease
@@ -172,7 +172,7 @@ class SqlTablePart:
 
 
 @dataclass
-class PlannedSqlPart(SqlTablePart):
+class PlannedSqlPart(SqlTablePart, PlannedRows):
     """A table's removed (or kept) rows of a history erasure: ``where`` and ``params``
     come from the plan the first time the part reads - inside the erasure transaction,
     so the plan sees what the write lock protects."""
@@ -180,11 +180,6 @@ class PlannedSqlPart(SqlTablePart):
     resolve: Callable[[], tuple[str, list[Any]]] | None = None
     record: Callable[[list[tuple[str, str]]], None] | None = None
     """``checkpoints``, removed: receives the keys each ``finish`` deletes."""
-
-    def _ready(self) -> None:
-        if self.resolve is not None:
-            self.where, self.params = self.resolve()
-            self.resolve = None
 
     def _rows(self) -> Iterator[tuple[Sequence[Any], int]]:
         self._ready()

@@ -65,7 +65,7 @@ def test_private_exception_classes_are_few_and_known() -> None:
         "erasure_receipts._engine.protocol._Abort",
         "erasure_receipts._engine.protocol._ScopeChanged",
         "erasure_receipts._ops.history._BecameActive",
-        "erasure_receipts.backends.sqlite_residue._Unsettled",
+        "erasure_receipts.backends.sqlite.residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
     }
 

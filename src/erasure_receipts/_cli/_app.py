@@ -355,6 +355,7 @@ def _probe_database(db: Path | str) -> bool:
     """
     import sqlite3
 
+    from ..backends.sqlite import table_names
     from . import postgres as app_postgres
 
     if app_postgres.is_dsn(db):
@@ -376,9 +377,7 @@ def _probe_database(db: Path | str) -> bool:
     try:
         conn = sqlite3.connect(_ro_uri(db), uri=True)
         try:
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            tables = table_names(conn)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:

@@ -181,20 +181,14 @@ def probe(dsn: str) -> Probe:
     """Check, over a read-only connection, that ``dsn`` is a LangGraph database."""
     d = _Dsn(dsn)
     _modules()
-    from psycopg.rows import tuple_row
-
-    from ..backends.postgres import SyncSession, schema_installed
+    from ..backends.postgres import SyncSession, schema_installed, tables_present
 
     conn = _connect(d, read_only=True)
     try:
         with _database_errors(d):
-            names = [*LANGGRAPH_TABLES, "store", "erasure_journal"]
-            with conn.cursor(row_factory=tuple_row) as cur:
-                cur.execute(
-                    "SELECT " + ", ".join(["to_regclass(%s) IS NOT NULL"] * len(names)), names
-                )
-                row = cur.fetchone()
-            found = dict(zip(names, row or (), strict=True))
+            found = tables_present(
+                SyncSession(conn), [*LANGGRAPH_TABLES, "store", "erasure_journal"]
+            )
             missing = [t for t in LANGGRAPH_TABLES if not found[t]]
             installed = not missing and schema_installed(SyncSession(conn))
     finally:

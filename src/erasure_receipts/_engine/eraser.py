@@ -435,7 +435,7 @@ class Eraser:
         if hasattr(backend, "lock_tables") and (request.discovery or database_needles):
             # PostgreSQL: what a search found must still hold at commit.
             tables = [t for t in backend.tables if not t.startswith("store")]
-            if database_needles and handle.query("SELECT to_regclass('store') IS NOT NULL")[0][0]:
+            if database_needles and backend.has_store_table():
                 tables.append("store")
             backend.lock_tables = tuple(dict.fromkeys(tables))
         recheck = None

@@ -82,16 +82,6 @@ def _thread_of(config: RunnableConfig) -> str:
     return str(config["configurable"]["thread_id"])
 
 
-def _pg_bound(session: Session, thread_id: str) -> str | None:
-    """The thread's ``new_conversations`` tombstone bound, if it has one."""
-    rows = session.query(
-        "SELECT fresh_after FROM erasure_tombstones "
-        "WHERE thread_id = %s AND policy = 'new_conversations'",
-        (thread_id,),
-    )
-    return str(rows[0][0]) if rows and rows[0][0] is not None else None
-
-
 @contextmanager
 def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
     try:
@@ -335,7 +325,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         self.vacuum, self.lock_timeout_ms = _pg_options(vacuum, lock_timeout_ms)
         self._schema_ready = False
         self._eraser = Eraser(
-            _PgDatabase(self), pg_backend, SaverReader(self),
+            _PgDatabase(self), pg_backend.JOURNAL, SaverReader(self),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
@@ -433,7 +423,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
             held = self._held_writes.refused(
-                item, self._eraser.db.run(_pg_bound, key_of(config)[0])
+                item, self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])
             )
             if held is None:
                 raise
@@ -473,7 +463,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         self._schema_ready = False
         db = _AsyncPgDatabase(self)
         self._eraser = Eraser(
-            db, pg_backend, AsyncSaverReader(self, db.on_loop),
+            db, pg_backend.JOURNAL, AsyncSaverReader(self, db.on_loop),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
@@ -568,7 +558,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            bound = await self._adb.arun(_pg_bound, key_of(config)[0])
+            bound = await self._adb.arun(pg_backend.tombstone_bound, key_of(config)[0])
             held = self._held_writes.refused(item, bound)
             if held is None:
                 raise
@@ -595,8 +585,7 @@ def digest_read_only(
         raise ConfigurationError(f"thread_id must be a non-empty string, not {thread_id!r}")
     namespaces = list(dict.fromkeys(store_namespaces))
     if has_store is None and namespaces:
-        row = conn.execute("SELECT to_regclass('store') IS NOT NULL AS found").fetchone()
-        has_store = bool(row and row["found"])
+        has_store = pg_backend.has_store_table(SyncSession(conn))
     if namespaces and not has_store:
         raise ConfigurationError("store namespaces were given but the database has no store")
     backend = PostgresBackend(

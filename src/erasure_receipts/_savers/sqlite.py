@@ -44,10 +44,13 @@ from .._surface import AsyncErasureMethods, ErasureMethods
 from ..backends import sqlite as sqlite_backend
 from ..backends.sqlite import (
     SqliteBackend,
+    asecure_store_connection,
     database_path,
     ensure_tombstones,
+    has_checkpoints_table,
     is_tombstone_error,
     scrub,
+    secure_store_connection,
 )
 from ..backends.store import StoreSweepPart
 from ..errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
@@ -75,16 +78,6 @@ def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
         if is_tombstone_error(exc):
             raise ThreadErasedError(str(config["configurable"]["thread_id"])) from None
         raise
-
-
-def _sqlite_bound(conn: sqlite3.Connection, thread_id: str) -> str | None:
-    """The thread's ``new_conversations`` tombstone bound, if it has one."""
-    row = conn.execute(
-        "SELECT fresh_after FROM erasure_tombstone_policies "
-        "WHERE thread_id = ? AND policy = 'new_conversations'",
-        (thread_id,),
-    ).fetchone()
-    return str(row[0]) if row else None
 
 
 @cache
@@ -153,9 +146,7 @@ class _SqliteDatabase:
     def check_readable(self, conn: sqlite3.Connection) -> None:
         """Read-only: never creates tables, triggers or changes the journal mode, so a
         preview also works on a ``mode=ro`` connection."""
-        if not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-        ).fetchone():
+        if not has_checkpoints_table(conn):
             raise NotALangGraphDatabaseError(
                 f"{database_path(conn)}: no LangGraph checkpoint tables (not a LangGraph database)"
             )
@@ -177,11 +168,8 @@ class _SqliteDatabase:
             self._store_rows = True
         else:
             try:
-                with store.lock:
-                    # Overwrites made through the store's own connection must be zeroed
-                    # too, or old item versions linger in free space (connection-scoped).
-                    store.conn.execute("PRAGMA secure_delete = ON")
-                    other = database_path(store.conn)
+                with store.lock:  # its own connection: secure_delete on it too
+                    other = secure_store_connection(store.conn)
                 self._store_rows = other != ":memory:" and other == database_path(self.saver.conn)
             except sqlite3.Error:
                 self._store_rows = False
@@ -254,14 +242,10 @@ class _AsyncSqliteDatabase(_SqliteDatabase):
         other = None
         try:
             if isinstance(store, AsyncSqliteStore):
-                await store.conn.execute("PRAGMA secure_delete = ON")
-                async with store.conn.execute("PRAGMA database_list") as cur:
-                    rows = await cur.fetchall()
-                other = next((r[2] or ":memory:" for r in rows if r[1] == "main"), None)
+                other = await asecure_store_connection(store.conn)
             elif isinstance(store, SqliteStore):
                 with store.lock:
-                    store.conn.execute("PRAGMA secure_delete = ON")
-                    other = database_path(store.conn)
+                    other = secure_store_connection(store.conn)
         except sqlite3.Error:
             other = None
         self._store_rows = other is not None and other != ":memory:" and other == mine
@@ -349,7 +333,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
         self._eraser = Eraser(
-            _SqliteDatabase(self), sqlite_backend, SaverReader(self),
+            _SqliteDatabase(self), sqlite_backend.JOURNAL, SaverReader(self),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
@@ -443,7 +427,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
             held = self._held_writes.refused(
-                item, self._eraser.db.run(_sqlite_bound, key_of(config)[0])
+                item, self._eraser.db.run(sqlite_backend.tombstone_bound, key_of(config)[0])
             )
             if held is None:
                 raise
@@ -478,7 +462,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         self._held_writes = HeldWrites()
         db = _AsyncSqliteDatabase(self)
         self._eraser = Eraser(
-            db, sqlite_backend, AsyncSaverReader(self, db.on_loop),
+            db, sqlite_backend.JOURNAL, AsyncSaverReader(self, db.on_loop),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
@@ -581,7 +565,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
             return
         except ThreadErasedError:
             item = (config, writes, task_id, task_path)
-            bound = await self._adb.arun(_sqlite_bound, key_of(config)[0])
+            bound = await self._adb.arun(sqlite_backend.tombstone_bound, key_of(config)[0])
             held = self._held_writes.refused(item, bound)
             if held is None:
                 raise

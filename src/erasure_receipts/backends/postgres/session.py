@@ -1,0 +1,201 @@
+"""PostgreSQL: the :class:`Session` every backend function talks through - a synchronous
+``psycopg.Connection`` (:class:`SyncSession`), or an ``AsyncConnection`` driven from a
+worker thread (:class:`AsyncBridgeSession`, each call is run on the connection's event
+loop) - and :func:`stream`, a server-side cursor over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol, TypeVar
+
+import psycopg
+from psycopg import pq
+from psycopg.rows import tuple_row
+
+__all__ = ["FETCH_ROWS", "AsyncBridgeSession", "Session", "SyncSession", "stream"]
+
+FETCH_ROWS = 500
+"""Rows per ``FETCH`` from the server-side cursor: memory stays bounded by this page."""
+
+T = TypeVar("T")
+
+
+class Session(Protocol):
+    """The database operations the backend needs, whatever drives the connection."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns its row count."""
+        ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; returns all its rows as tuples."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction: committed on success, rolled back on any error."""
+        ...
+
+    def outside_transaction(self, sql: str) -> None:
+        """Run a statement that cannot run in a transaction block (``VACUUM``)."""
+        ...
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo:
+        """The connection's parameters (host, port, database, server version)."""
+        ...
+
+    @property
+    def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
+        ...
+
+
+class SyncSession:
+    """A :class:`Session` over a synchronous ``psycopg.Connection``, used as it is."""
+
+    def __init__(self, conn: psycopg.Connection[Any], pool: Any = None) -> None:
+        self.conn = conn
+        self.pool = pool  # the pool ``conn`` is from: a lease is held outside it
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo:
+        """The connection's ``info``."""
+        return self.conn.info
+
+    @property
+    def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
+        return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement on a binary cursor of its own; returns its row count."""
+        with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            cur.execute(sql, params or None)
+            return cur.rowcount
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on a binary cursor of its own (``bytea`` and converted text
+        come back as bytes); returns all its rows as tuples."""
+        with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+            cur.execute(sql, params or None)
+            return cur.fetchall()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``conn.transaction()``: commit on success, roll back on any error (a savepoint
+        if a transaction is already open)."""
+        with self.conn.transaction():
+            yield
+
+    def outside_transaction(self, sql: str) -> None:
+        """Run ``sql`` in autocommit mode, then restore the connection's mode. Call it
+        with no transaction open (psycopg refuses to switch autocommit inside one)."""
+        conn = self.conn
+        was = conn.autocommit
+        if not was:
+            conn.autocommit = True
+        try:
+            conn.execute(sql)
+        finally:
+            if not was:
+                conn.autocommit = False
+
+
+class AsyncBridgeSession:
+    """Drive an ``AsyncConnection`` from a worker thread: every call runs on ``loop``.
+
+    The async saver holds its connection (and lock) on the event loop and runs the
+    synchronous engine in ``asyncio.to_thread``; the event loop stays free to serve
+    these calls.
+    """
+
+    def __init__(
+        self, conn: psycopg.AsyncConnection[Any], loop: asyncio.AbstractEventLoop, pool: Any = None
+    ):
+        self.conn = conn
+        self.loop = loop
+        self.pool = pool  # the pool ``conn`` is from: a lease is held outside it
+
+    @property
+    def info(self) -> psycopg.ConnectionInfo:
+        """The connection's ``info`` (read directly: no round trip to the loop)."""
+        return self.conn.info
+
+    @property
+    def in_pipeline(self) -> bool:
+        """Whether the connection is in pipeline mode (where ``VACUUM`` cannot run)."""
+        return bool(self.conn.pgconn.pipeline_status != pq.PipelineStatus.OFF)
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement on ``loop`` (binary cursor), blocking this thread until it
+        is done; returns its row count."""
+
+        async def run() -> int:
+            async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                await cur.execute(sql, params or None)
+                return cur.rowcount
+
+        return self._call(run())
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on ``loop`` (binary cursor), blocking this thread until it
+        is done; returns all its rows as tuples."""
+
+        async def run() -> list[tuple[Any, ...]]:
+            async with self.conn.cursor(binary=True, row_factory=tuple_row) as cur:
+                await cur.execute(sql, params or None)
+                return await cur.fetchall()
+
+        return self._call(run())
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``conn.transaction()`` entered and exited on ``loop`` around the block: commit
+        on success, roll back on any error (``BaseException`` included)."""
+        tx = self.conn.transaction()
+        self._call(tx.__aenter__())
+        try:
+            yield
+        except BaseException as exc:
+            self._call(tx.__aexit__(type(exc), exc, exc.__traceback__))
+            raise
+        self._call(tx.__aexit__(None, None, None))
+
+    def outside_transaction(self, sql: str) -> None:
+        """Run ``sql`` on ``loop`` in autocommit mode, then restore the connection's mode.
+        Call it with no transaction open."""
+
+        async def run() -> None:
+            was = self.conn.autocommit
+            if not was:
+                await self.conn.set_autocommit(True)
+            try:
+                await self.conn.execute(sql)
+            finally:
+                if not was:
+                    await self.conn.set_autocommit(False)
+
+        self._call(run())
+
+
+def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iterator[Any]:
+    """Rows of ``sql`` through a server-side cursor (``DECLARE``/``FETCH``), page by page.
+
+    Plain SQL rather than psycopg's named cursors, so it works the same on sync, async
+    and pipeline-mode connections. Must run inside a transaction.
+    """
+    session.execute(f"DECLARE {name} NO SCROLL CURSOR FOR {sql}", params)
+    try:
+        while True:
+            rows = session.query(f"FETCH FORWARD {FETCH_ROWS} FROM {name}")
+            yield from rows
+            if len(rows) < FETCH_ROWS:
+                return
+    finally:
+        session.execute(f"CLOSE {name}")

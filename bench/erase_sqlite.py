@@ -391,8 +391,8 @@ class TimedConnection(sqlite3.Connection):
 def patched_timers() -> Iterator[dict[str, list[float]]]:
     """Wrap engine/backend/saver functions; record inclusive time per call."""
     from erasure_receipts import digest, savers
+    from erasure_receipts._backends import sqlite as be
     from erasure_receipts._engine import eraser, protocol
-    from erasure_receipts.backends import sqlite as be
 
     rec: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     targets: list[tuple[Any, str, str]] = [

@@ -56,8 +56,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from erasure_receipts import AttestingSqliteSaver, Signer
+from erasure_receipts._backends import sqlite as sqlite_backend
 from erasure_receipts._clock import uuid6_floor
-from erasure_receipts.backends import sqlite as sqlite_backend
 
 SIGNER = Signer.from_seed(b"\x08" * 32)
 TARGET = 1.5

@@ -31,7 +31,7 @@ from _common import code_state, machine_facts, summary, write_result
 from langgraph.checkpoint.base import empty_checkpoint
 
 from erasure_receipts import AttestingSqliteSaver, Signer
-from erasure_receipts.backends.sqlite_residue import Needles, residue_scan
+from erasure_receipts._backends.sqlite_residue import Needles, residue_scan
 
 SIGNER = Signer.from_seed(bytes(range(32)))
 

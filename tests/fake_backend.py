@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from erasure_receipts import Signer, lease
+from erasure_receipts._backends.keep_latest import Head, KeepLatest, Removed, plan
 from erasure_receipts._engine.eraser import Eraser
 from erasure_receipts._engine.types import ErasureRequest
 from erasure_receipts._parts import TableCount
-from erasure_receipts.backends.keep_latest import Head, KeepLatest, Removed, plan
 from erasure_receipts.digest import leaf_hash
 from erasure_receipts.errors import ErasureIncompleteError
 

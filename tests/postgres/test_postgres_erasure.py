@@ -277,7 +277,7 @@ def test_pg_failure_rolls_back_and_journal_recovers(
             put(saver, T, i, {"p": i})
         before = fingerprint(pg_db, "checkpoints", "thread_id = %s", (T,))
         # A failure inside the transaction: nothing deleted, no receipt, no journal entry.
-        from erasure_receipts.backends import postgres as pgb
+        from erasure_receipts._backends import postgres as pgb
 
         def boom(self: Any, receipt_id: str, issued_at: str, entry: str) -> None:
             raise RuntimeError("injected")

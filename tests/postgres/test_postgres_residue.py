@@ -355,7 +355,7 @@ def test_pg_vacuum_holder_in_recovery_counts_every_transaction(
     # Issued from the journal, the erasure's xid is unknown: any session with an xid or
     # a snapshot counts (here the holder), so recovery never claims more either.
     from erasure_receipts import ErasureIncompleteError
-    from erasure_receipts.backends import postgres as pgb
+    from erasure_receipts._backends import postgres as pgb
 
     with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, vacuum="full") as saver:
         saver.setup()

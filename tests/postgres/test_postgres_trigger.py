@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from erasure_receipts import AttestingPostgresSaver, Signer, ThreadErasedError
-from erasure_receipts.backends import postgres as pgb
+from erasure_receipts._backends import postgres as pgb
 from pg_helpers import connect, count
 
 T = "erased-thread"

@@ -57,7 +57,7 @@ SWEEP = """
 import os, signal, sys
 from datetime import timedelta
 from erasure_receipts import AttestingPostgresSaver, Signer
-from erasure_receipts.backends import postgres as b
+from erasure_receipts._backends import postgres as b
 dsn, archive, crash_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
 original, calls = b.record_statement, [0]
 def record(*args):

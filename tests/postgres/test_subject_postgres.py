@@ -20,8 +20,8 @@ from erasure_receipts import (
     ThreadErasedError,
     verify_receipt,
 )
+from erasure_receipts._backends.postgres import database_label
 from erasure_receipts._engine import NeedlesFoundError
-from erasure_receipts.backends.postgres import database_label
 from erasure_receipts.privacy import CommitmentKey
 from pg_helpers import connect, count, fingerprint, independent_digest
 from test_subject import (
@@ -166,7 +166,7 @@ def test_pg_writers_wait_for_the_subject_erasure(
 ) -> None:
     """Between the search under the lock and the commit, no thread of the subject can
     be created: a writer of any thread waits (here: gives up after its lock timeout)."""
-    from erasure_receipts.backends import postgres as pg_backend
+    from erasure_receipts._backends import postgres as pg_backend
     from faults import inject
 
     dsn = pg_app

@@ -129,7 +129,7 @@ def _pg_journal(dsn: str) -> list[tuple[str, bool]]:
 
 def _no_lease_held(db: Path) -> None:
     """The database's one lease file, and no byte of it locked by any process."""
-    from erasure_receipts.backends.sqlite import lease_file
+    from erasure_receipts._backends.sqlite import lease_file
 
     (lease,) = db.parent.glob("erasure-lease-*")
     assert str(lease) == lease_file(str(db))
@@ -253,7 +253,7 @@ def test_pg_leases_are_released_with_a_connection_pool(
     from psycopg_pool import ConnectionPool
 
     from erasure_receipts import AttestingPostgresSaver
-    from erasure_receipts.backends.postgres import LEASE_CLASS
+    from erasure_receipts._backends.postgres import LEASE_CLASS
     from pg_helpers import connect
 
     _pg_old_threads(pg_db, monkeypatch, IDLE)

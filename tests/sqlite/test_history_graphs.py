@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
-from erasure_receipts.backends.keep_latest import Head, KeepLatest, plan
+from erasure_receipts._backends.keep_latest import Head, KeepLatest, plan
 from erasure_receipts.history import checkpoint_time, uuid6_floor
 
 CARD = "4111-1111-1111-1111"  # what the user typed in turn 1, then "removed"

@@ -23,8 +23,8 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
+from erasure_receipts._backends import sqlite as sqlite_backend
 from erasure_receipts._engine import NeedlesFoundError
-from erasure_receipts.backends import sqlite as sqlite_backend
 from erasure_receipts.digest import encode_row, leaf_hash
 from erasure_receipts.history import DeltaChannelError
 from faults import inject

@@ -29,7 +29,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.store.sqlite import SqliteStore
 
 from erasure_receipts import AttestingSqliteSaver, Signer, verify_receipt
-from erasure_receipts.backends.sqlite import lease_file
+from erasure_receipts._backends.sqlite import lease_file
 from erasure_receipts.errors import ErasureIncompleteError
 
 SEED = bytes(range(32))

@@ -95,7 +95,7 @@ def test_recovery_rejects_an_archived_receipt_of_another_entry(
 def test_busy_database_while_closing_the_entry_leaves_no_open_transaction(
     tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erasure_receipts.backends import sqlite as backend
+    from erasure_receipts._backends import sqlite as backend
     from faults import inject
 
     db = tmp_path / "a.db"

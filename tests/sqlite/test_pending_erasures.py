@@ -107,7 +107,7 @@ def test_store_item_written_after_the_commit_is_named_and_recoverable(
     """A graph still running writes memory into the erased namespace right after the
     commit: no receipt may claim the namespace empty, the error says what happened, and
     once the new item is gone the receipt is recovered."""
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from erasure_receipts._backends import sqlite as sqlite_backend
 
     store = InMemoryStore()
     store.put(NS, "k", {"v": 1})

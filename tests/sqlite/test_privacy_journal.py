@@ -321,7 +321,7 @@ def test_privacy_errors_and_logs_name_commitments_only(
 
     # A database error naming a thread id, inside the transaction: rolled back, its
     # message concealed, no chained cause carrying the raw text.
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from erasure_receipts._backends import sqlite as sqlite_backend
 
     def failing(self: Any, receipt_id: str, erased_at: str) -> None:
         raise sqlite3.IntegrityError(f"UNIQUE constraint failed: thread {THREADS[0]!r}")

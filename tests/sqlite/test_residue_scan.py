@@ -23,7 +23,7 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
-from erasure_receipts.backends.sqlite_residue import Needles, residue_scan
+from erasure_receipts._backends.sqlite_residue import Needles, residue_scan
 from faults import inject
 from scenario import MARKER, build_graph, human, marker_in_files, raw_rows
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from erasure_receipts import AsyncAttestingSqliteSaver, AttestingSqliteSaver, Signer, verify_receipt
-from erasure_receipts.backends import sqlite as sqlite_backend
+from erasure_receipts._backends import sqlite as sqlite_backend
 from faults import inject
 from test_history_graphs import CHAT_TURNS, cfg, chat_graph, checkpoint_clock, human
 
@@ -111,7 +111,7 @@ SWEEP = """
 import os, signal, sys, time
 from datetime import timedelta
 from erasure_receipts import AttestingSqliteSaver, Signer
-from erasure_receipts.backends import sqlite as b
+from erasure_receipts._backends import sqlite as b
 db, archive, mode, crash_after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 pause = float(sys.argv[5])
 if crash_after:

@@ -104,7 +104,7 @@ async def test_async_injected_failure(tmp_path: Path, signer: Signer, monkeypatc
     ) as saver:
         graph = build_graph(saver, InMemoryStore())
         await graph.ainvoke(human("hi"), {"configurable": {"thread_id": T}})
-        from erasure_receipts.backends import sqlite as backend
+        from erasure_receipts._backends import sqlite as backend
 
         def boom(self, *a):  # type: ignore[no-untyped-def]
             raise sqlite3.OperationalError("injected")

@@ -332,7 +332,7 @@ def test_injected_failure_inside_transaction_rolls_back(world, monkeypatch, tmp_
     db, saver, store = world
     run_scenario(saver, store)
     before = raw_rows(db, "checkpoints", "thread_id = ?", (T,))
-    from erasure_receipts.backends import sqlite as backend
+    from erasure_receipts._backends import sqlite as backend
 
     def boom(self: Any, *a: Any) -> None:
         raise sqlite3.OperationalError("injected: disk I/O error")

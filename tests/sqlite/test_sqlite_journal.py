@@ -102,7 +102,7 @@ CRASH = textwrap.dedent(
     import os, sys
     from erasure_receipts import AttestingSqliteSaver, Signer
     from erasure_receipts._engine import eraser as attesting
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from erasure_receipts._backends import sqlite as sqlite_backend
     from langgraph.checkpoint.base import empty_checkpoint
 
     def die(*a, **k):

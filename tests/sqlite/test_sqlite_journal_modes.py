@@ -162,7 +162,7 @@ def test_vacuum_in_persist_mode_leaves_no_replaced_page_in_the_journal(
 def test_a_writer_holding_the_lock_makes_it_partial(tmp_path: Path) -> None:
     """The journal is only touched under the write lock: while another connection
     writes, it is left as it is and the entry says ``partial`` and why."""
-    from erasure_receipts.backends.sqlite import journal_residue
+    from erasure_receipts._backends.sqlite import journal_residue
 
     db = tmp_path / "p.db"
     conn = sqlite3.connect(db, timeout=0.05)
@@ -237,13 +237,13 @@ CRASH = textwrap.dedent(
     """
     import os, sys
     from erasure_receipts import AttestingSqliteSaver, Signer
-    from erasure_receipts.backends import sqlite as sqlite_backend
+    from erasure_receipts._backends.sqlite import residue  # internals: where scrub looks
     from langgraph.checkpoint.base import empty_checkpoint
 
     def die(*a, **k):
         os._exit(17)  # committed; the -journal still holds the pre-images
 
-    sqlite_backend.journal_residue = die
+    residue.journal_residue = die
     with AttestingSqliteSaver.from_conn_string(
         sys.argv[1], signer=Signer.from_seed(bytes(range(32)))
     ) as s:

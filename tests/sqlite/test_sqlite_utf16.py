@@ -28,8 +28,8 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
+from erasure_receipts._backends.sqlite import idle_threads
 from erasure_receipts.app import app
-from erasure_receipts.backends.sqlite import idle_threads
 from scenario import MARKER, TURNS, build_graph, human, raw_rows
 
 NS = ("users", "alice")

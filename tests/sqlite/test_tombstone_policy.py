@@ -205,7 +205,7 @@ def test_older_sqlite_triggers_are_replaced_in_place(tmp_path: Path, signer: Sig
     """A database set up by an older version (triggers refusing every write, tombstones
     without a policy row) is upgraded by setup(); its old tombstones keep refusing every
     write (they were issued as such), new ones follow the policy."""
-    from erasure_receipts.backends import sqlite as sb
+    from erasure_receipts._backends import sqlite as sb
 
     db = tmp_path / "a.db"
     conn = sqlite3.connect(db)
@@ -537,7 +537,7 @@ def test_sqlite_writes_trigger_of_the_previous_version_is_replaced(
 ) -> None:
     """setup() replaces the previous writes trigger (which let a write through for any
     fresh uuid6 checkpoint id) in place; the checkpoints trigger is kept."""
-    from erasure_receipts.backends import sqlite as sb
+    from erasure_receipts._backends import sqlite as sb
 
     db = tmp_path / "a.db"
     with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
@@ -578,7 +578,7 @@ def test_postgres_schema_3_is_upgraded_in_place(pg_db: str, signer: Signer) -> N
     in place (same function), and the new one refuses writes for unsaved checkpoints."""
     import psycopg
 
-    from erasure_receipts.backends import postgres as pgb
+    from erasure_receipts._backends import postgres as pgb
 
     with pg(pg_db, signer) as (saver, plain):
         fn = pgb.TRIGGER_FUNCTION_SQL

@@ -29,12 +29,27 @@ MODULES = (
     "erasure_receipts.canonical",
     "erasure_receipts.errors",
     "erasure_receipts._engine",
-    "erasure_receipts.backends.sqlite",
-    "erasure_receipts.backends.sqlite_residue",
-    "erasure_receipts.backends.store",
+    "erasure_receipts._backends.sqlite",
+    "erasure_receipts._backends.sqlite_residue",
+    "erasure_receipts._backends.store",
+    "erasure_receipts._backends._table",
+    "erasure_receipts._backends.sqlite.backend",
+    "erasure_receipts._backends.sqlite.connection",
+    "erasure_receipts._backends.sqlite.journal",
+    "erasure_receipts._backends.sqlite.queries",
+    "erasure_receipts._backends.sqlite.residue",
+    "erasure_receipts._backends.sqlite.schema",
+    "erasure_receipts._backends.postgres.backend",
+    "erasure_receipts._backends.postgres.journal",
+    "erasure_receipts._backends.postgres.leaves",
+    "erasure_receipts._backends.postgres.queries",
+    "erasure_receipts._backends.postgres.residue",
+    "erasure_receipts._backends.postgres.schema",
+    "erasure_receipts._backends.postgres.session",
+    "erasure_receipts._backends.keep_latest",
     "erasure_receipts._savers.sqlite",
     "erasure_receipts._savers.postgres",
-    "erasure_receipts.backends.postgres",
+    "erasure_receipts._backends.postgres",
     "erasure_receipts._engine.eraser",
     "erasure_receipts._engine.protocol",
     "erasure_receipts._engine.seams",
@@ -53,7 +68,8 @@ MODULES = (
 EXCLUDED_MODULES: tuple[str, ...] = ()
 
 NEEDS_PSYCOPG = frozenset(
-    {"erasure_receipts._savers.postgres", "erasure_receipts.backends.postgres"}
+    {"erasure_receipts._savers.postgres", "erasure_receipts._backends.postgres"}
+    | {m for m in MODULES if m.startswith("erasure_receipts._backends.postgres.")}
 )
 HAS_PSYCOPG = importlib.util.find_spec("psycopg") is not None
 

@@ -39,7 +39,7 @@ def _exception_classes() -> list[tuple[str, str, type[BaseException]]]:
 
 def test_the_walk_sees_every_module_and_the_moved_classes() -> None:
     modules = _modules()
-    assert {"erasure_receipts.log", "erasure_receipts.backends.keep_latest"} <= set(modules)
+    assert {"erasure_receipts.log", "erasure_receipts._backends.keep_latest"} <= set(modules)
     names = {name for _, name, _ in _exception_classes()}
     assert {"LogError", "InclusionProofError", "NeedlesFoundError", "DeltaChannelError"} <= names
 
@@ -65,7 +65,7 @@ def test_private_exception_classes_are_few_and_known() -> None:
         "erasure_receipts._engine.protocol._Abort",
         "erasure_receipts._engine.protocol._ScopeChanged",
         "erasure_receipts._ops.history._BecameActive",
-        "erasure_receipts.backends.sqlite.residue._Unsettled",
+        "erasure_receipts._backends.sqlite.residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
     }
 
@@ -90,7 +90,7 @@ def test_errors_all_lists_every_class_and_the_package_exports_them() -> None:
         ("erasure_receipts.log", "LogConflictError"),
         ("erasure_receipts.proof", "InclusionProofError"),
         ("erasure_receipts._engine", "NeedlesFoundError"),
-        ("erasure_receipts.backends.keep_latest", "DeltaChannelError"),
+        ("erasure_receipts._backends.keep_latest", "DeltaChannelError"),
         ("erasure_receipts.history", "DeltaChannelError"),
     ],
 )

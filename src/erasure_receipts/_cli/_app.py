@@ -355,7 +355,7 @@ def _probe_database(db: Path | str) -> bool:
     """
     import sqlite3
 
-    from ..backends.sqlite import table_names
+    from .._backends.sqlite import table_names
     from . import postgres as app_postgres
 
     if app_postgres.is_dsn(db):

@@ -181,7 +181,7 @@ def probe(dsn: str) -> Probe:
     """Check, over a read-only connection, that ``dsn`` is a LangGraph database."""
     d = _Dsn(dsn)
     _modules()
-    from ..backends.postgres import SyncSession, schema_installed, tables_present
+    from .._backends.postgres import SyncSession, schema_installed, tables_present
 
     conn = _connect(d, read_only=True)
     try:

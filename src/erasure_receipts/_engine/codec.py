@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..backends.keep_latest import Removed
+from .._backends.keep_latest import Removed
 from ..errors import (
     ErasureIncompleteError,
 )

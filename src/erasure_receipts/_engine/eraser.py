@@ -33,7 +33,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from .. import __version__, lease
+from .. import __version__
+from .. import _lease as lease
 from .._clock import format_time
 from .._parts import TableCount
 from ..errors import (

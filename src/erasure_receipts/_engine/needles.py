@@ -14,8 +14,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore
 
+from .._backends.store import PAGE_SIZE
 from .._parts import iter_pages
-from ..backends.store import PAGE_SIZE
 from ..errors import (
     ErasureIncompleteError,
     NeedlesFoundError,

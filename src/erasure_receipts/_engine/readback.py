@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from ..backends.keep_latest import KeepLatest
-from ..backends.store import PAGE_SIZE, acount_items, count_items
+from .._backends.keep_latest import KeepLatest
+from .._backends.store import PAGE_SIZE, acount_items, count_items
 from .seams import Reader
 from .types import ErasureRequest
 

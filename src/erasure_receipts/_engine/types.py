@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._backends.keep_latest import Removed
 from .._parts import Part, TableCount
-from ..backends.keep_latest import Removed
 from ..digest import EMPTY_ROOT
 
 __all__ = [

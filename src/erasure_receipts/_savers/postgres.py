@@ -4,7 +4,7 @@ plus signed, verified erasure.
 Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
 tombstone refusals from the database trigger become ``ThreadErasedError``. The erasure
 operations are the shared flows of :mod:`erasure_receipts.attesting` over
-:mod:`erasure_receipts.backends.postgres`; this module only says how to reach the
+:mod:`erasure_receipts._backends.postgres`; this module only says how to reach the
 database. The async saver runs the very same synchronous flows on a worker thread, its
 database calls bridged onto the event loop that owns the ``AsyncConnection``
 (``AsyncBridgeSession``): there is one implementation of the erasure, not two.
@@ -40,14 +40,8 @@ from langgraph.store.base import BaseStore
 from psycopg.rows import dict_row
 
 from .. import __version__
-from .._engine import ErasureRequest, Part, measure_rows
-from .._engine.eraser import Eraser, NamespacesFor, ThreadDigest
-from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
-from .._engine.seams import ResidueScan
-from .._held import HeldWrites, key_of
-from .._surface import AsyncErasureMethods, ErasureMethods
-from ..backends import postgres as pg_backend
-from ..backends.postgres import (
+from .._backends import postgres as pg_backend
+from .._backends.postgres import (
     AsyncBridgeSession,
     PostgresBackend,
     Session,
@@ -58,7 +52,13 @@ from ..backends.postgres import (
     schema_installed,
     server_identity,
 )
-from ..backends.store import StoreSweepPart, hides_expired
+from .._backends.store import StoreSweepPart, hides_expired
+from .._engine import ErasureRequest, Part, measure_rows
+from .._engine.eraser import Eraser, NamespacesFor, ThreadDigest
+from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .._engine.seams import ResidueScan
+from .._held import HeldWrites, key_of
+from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
 from ..log import ReceiptLog
 from ..signing import Signer
@@ -108,7 +108,7 @@ def _pg_options(vacuum: bool | str, lock_timeout_ms: int) -> tuple[bool | str, i
 
 class _PgDatabase:
     """The sync PostgreSQL saver's database seam: a
-    :class:`~erasure_receipts.backends.postgres.Session` on one connection of the
+    :class:`~erasure_receipts._backends.postgres.Session` on one connection of the
     saver's (pool), under its lock."""
 
     def __init__(self, saver: Any) -> None:

@@ -35,14 +35,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.base import BaseStore
 
 from .. import __version__
-from .._engine import ErasureRequest, Part
-from .._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest, check_archive
-from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
-from .._engine.seams import ResidueScan
-from .._held import HeldWrites, key_of
-from .._surface import AsyncErasureMethods, ErasureMethods
-from ..backends import sqlite as sqlite_backend
-from ..backends.sqlite import (
+from .._backends import sqlite as sqlite_backend
+from .._backends.sqlite import (
     SqliteBackend,
     asecure_store_connection,
     database_path,
@@ -52,7 +46,13 @@ from ..backends.sqlite import (
     scrub,
     secure_store_connection,
 )
-from ..backends.store import StoreSweepPart
+from .._backends.store import StoreSweepPart
+from .._engine import ErasureRequest, Part
+from .._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest, check_archive
+from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
+from .._engine.seams import ResidueScan
+from .._held import HeldWrites, key_of
+from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
 from ..log import ReceiptLog
 from ..signing import Signer

@@ -1,5 +1,5 @@
 """Deprecated path: the SQLite residue scan lives in
-:mod:`erasure_receipts.backends.sqlite.residue`; this module re-exports its names (every
+:mod:`erasure_receipts._backends.sqlite.residue`; this module re-exports its names (every
 other name of that module is reachable here as an attribute too)."""
 
 from __future__ import annotations
@@ -29,5 +29,5 @@ __all__ = [
 if not TYPE_CHECKING:  # typed callers see only the names above
 
     def __getattr__(name: str) -> Any:
-        """Any other name of :mod:`erasure_receipts.backends.sqlite.residue`."""
+        """Any other name of :mod:`erasure_receipts._backends.sqlite.residue`."""
         return getattr(_residue, name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from .. import lease
+from .. import _lease as lease
 from .._parts import Part
 from .keep_latest import KeepLatest, Removed
 

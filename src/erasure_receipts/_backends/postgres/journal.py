@@ -83,7 +83,7 @@ def pending_journal(
 
 
 LEASE_CLASS = ADVISORY_CLASS + 1
-"""Advisory-lock class of the leases on open journal entries (``erasure_receipts.lease``)."""
+"""Advisory-lock class of the leases on open journal entries (``erasure_receipts._lease``)."""
 
 
 def take_lease(session: Session, receipt_id: str) -> Any:

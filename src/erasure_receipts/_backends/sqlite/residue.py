@@ -558,8 +558,6 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
     Never raises: every outcome, failures included, becomes a residue entry. ``label``
     names the database in the entries when it is not the saver's own.
     """
-    from .. import sqlite as package  # journal_residue as the package has it (replaceable)
-
     suffix = f".{label}" if label else ""
     where = {"database": database_path(conn)} if label else {}
     out: list[dict[str, Any]] = []
@@ -580,14 +578,14 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
     if mode != "wal":
         out.append({"action": action, "status": "not_applicable",
                     "detail": {"journal_mode": mode, **where}})  # fmt: skip
-        out.append(package.journal_residue(conn, mode, suffix, where))
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     try:
         busy, log, done, waited = bounded_checkpoint(conn, CHECKPOINT_WAIT_MS)
     except sqlite3.Error as exc:
         out.append({"action": action, "status": "failed",
                     "detail": {"mode": "TRUNCATE", "error": str(exc)[:200], **where}})  # fmt: skip
-        out.append(package.journal_residue(conn, mode, suffix, where))
+        out.append(journal_residue(conn, mode, suffix, where))
         return out
     wal = database_path(conn) + "-wal"
     wal_bytes = os.path.getsize(wal) if os.path.exists(wal) else 0
@@ -602,7 +600,7 @@ def scrub(conn: sqlite3.Connection, label: str = "") -> list[dict[str, Any]]:
         **where,
     }
     out.append({"action": action, "status": "applied" if ok else "partial", "detail": detail})
-    out.append(package.journal_residue(conn, mode, suffix, where))
+    out.append(journal_residue(conn, mode, suffix, where))
     return out
 
 

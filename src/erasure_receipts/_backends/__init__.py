@@ -1,0 +1,1 @@
+"""Backends: how each database enumerates, locks, deletes and scrubs a thread's rows."""

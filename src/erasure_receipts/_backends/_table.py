@@ -92,7 +92,7 @@ class PlannedRows:
 
 
 class TableBackend:
-    """The part of an :class:`~erasure_receipts.engine.ErasureBackend` both table
+    """The part of an :class:`~erasure_receipts._engine.ErasureBackend` both table
     backends share; a subclass supplies the statements (``_run``, ``_first``), the
     lease (``_take_lease``) and the history plan's queries."""
 

@@ -81,7 +81,7 @@ class Location:
     ``table`` and ``column`` name the raw storage; the checkpoint fields, ``channel``
     (writes, blobs) or ``prefix``/``key`` (store) say which row; ``extra`` holds the
     rest of the primary key (``task_id``, ``idx``, ``version``). ``needle`` is the index
-    of the searched value and ``form`` how it was stored (``engine.NEEDLE_FORMS``);
+    of the searched value and ``form`` how it was stored (``_engine.needles.NEEDLE_FORMS``);
     ``via`` is ``sql`` (raw rows) or ``store_api`` (a store outside the database,
     searched through ``BaseStore``). The value itself is never kept.
     """
@@ -172,7 +172,7 @@ class _Spec:
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
-    """``(form name, bytes)`` searched for one needle (``engine.NEEDLE_FORMS``)."""
+    """``(form name, bytes)`` searched for one needle (``_engine.needles.NEEDLE_FORMS``)."""
     return named_needle_forms(needle)
 
 

@@ -3,9 +3,9 @@ plus signed, verified erasure.
 
 Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
 tombstone refusals from the database trigger become ``ThreadErasedError``. The erasure
-operations are the shared flows of :mod:`erasure_receipts.attesting` over
+operations are the eraser's flows (:mod:`erasure_receipts._engine.eraser`) over
 :mod:`erasure_receipts._backends.postgres`; this module only says how to reach the
-database. The async saver runs the very same synchronous flows on a worker thread, its
+database (the ``Database`` seam). The async saver runs the very same synchronous flows on a worker thread, its
 database calls bridged onto the event loop that owns the ``AsyncConnection``
 (``AsyncBridgeSession``): there is one implementation of the erasure, not two.
 

@@ -2,8 +2,9 @@
 
 Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the parent's;
 these subclasses add ``erase_thread`` / ``aerase_thread``, ``digest_thread``, tombstones
-and attested ``delete_thread``. The operations themselves are written once, in
-:mod:`erasure_receipts.attesting`; this module only says how to reach a SQLite database.
+and attested ``delete_thread``. The operations themselves are written once, in the
+eraser (:mod:`erasure_receipts._engine.eraser`) each saver holds; this module only says
+how to reach a SQLite database (the ``Database`` seam).
 The savers depend on parent internals (``conn``, ``lock``, ``setup``, aiosqlite's worker
 thread); the supported version ranges are pinned in ``pyproject.toml`` and checked by
 LangGraph's conformance suite in the tests.

@@ -183,7 +183,7 @@ class PlannedPgPart(PgTablePart, PlannedRows):
 
 
 class PostgresBackend(TableBackend):
-    """An :class:`~erasure_receipts.engine.ErasureBackend` over one PostgreSQL session."""
+    """An :class:`~erasure_receipts._engine.ErasureBackend` over one PostgreSQL session."""
 
     kind = "postgres"
     PARAM = "%s"

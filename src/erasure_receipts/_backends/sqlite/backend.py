@@ -207,7 +207,7 @@ class PlannedSqlPart(SqlTablePart, PlannedRows):
 
 
 class SqliteBackend(TableBackend):
-    """An :class:`~erasure_receipts.engine.ErasureBackend` over one sqlite3 connection."""
+    """An :class:`~erasure_receipts._engine.ErasureBackend` over one sqlite3 connection."""
 
     kind = "sqlite"
     PARAM = "?"

@@ -5,9 +5,9 @@ Normal operation (``put``, ``put_writes``, ``get_tuple``, ``list``) is the paren
 tombstone refusals from the database trigger become ``ThreadErasedError``. The erasure
 operations are the eraser's flows (:mod:`erasure_receipts._engine.eraser`) over
 :mod:`erasure_receipts._backends.postgres`; this module only says how to reach the
-database (the ``Database`` seam). The async saver runs the very same synchronous flows on a worker thread, its
-database calls bridged onto the event loop that owns the ``AsyncConnection``
-(``AsyncBridgeSession``): there is one implementation of the erasure, not two.
+database (the ``Database`` seam). The async saver runs the very same synchronous flows
+on a worker thread, its database calls bridged onto the event loop that owns the
+``AsyncConnection`` (``AsyncBridgeSession``): one implementation of the erasure.
 
 Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postgres]'``.
 """

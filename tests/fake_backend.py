@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from erasure_receipts import Signer, lease
+from erasure_receipts import Signer
+from erasure_receipts import _lease as lease
 from erasure_receipts._backends.keep_latest import Head, KeepLatest, Removed, plan
 from erasure_receipts._engine.eraser import Eraser
 from erasure_receipts._engine.types import ErasureRequest
@@ -273,6 +274,7 @@ class FakeBackend:
     kind: str = "memory"  # no kind verifiers hold to a table list or residue disclosures
     saver: str = "FakeSaver"
     store: str | None = None
+    tombstone_policy: str = "refuse_all"  # the fake's tombstone refuses every write
 
     def __init__(self, mem: Memory, request: ErasureRequest, faults: Faults) -> None:
         self.mem = mem
@@ -389,6 +391,23 @@ class FakeBackend:
 
     def reduce_residue(self) -> list[dict[str, Any]]:
         fire(self.faults, "reduce_residue", self)
+        return []
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Every row (of ``threads``, or of all with ``scope="database"``) holding a form."""
+        return [
+            {"table": table, "thread_id": key[0], "column": "value"}
+            for table, rows in sorted(self.mem.tables.items())
+            for key, value in sorted(rows.items())
+            if (scope == "database" or key[0] in threads) and any(f in value for f in forms)
+        ]
+
+    def find_store_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """No store outside the fake database."""
         return []
 
 

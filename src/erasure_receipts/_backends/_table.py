@@ -165,6 +165,13 @@ class TableBackend:
                 seen |= p.namespaces_seen
         return seen
 
+    def find_store_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """No store outside the database to search (a subject erasure's backend adds
+        it)."""
+        return []
+
     def previous_erasure(self) -> str | None:
         """Receipt id of the thread's tombstone, else of its newest journal entry."""
         p, c = self.PARAM, self.ORDER_COLLATE

@@ -494,7 +494,7 @@ class Eraser:
                 outcome.receipt_id,
             )
             _log_residue(outcome.residue)
-            return outcome, set(getattr(backend, "checkpoint_namespaces", ()))
+            return outcome, backend.checkpoint_namespaces
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _resume(self, handle: Any, receipt_id: str, issued_at: str, entry: str) -> RowsOutcome:

@@ -17,7 +17,6 @@ from langgraph.store.base import BaseStore
 from .._backends.store import PAGE_SIZE
 from .._parts import iter_pages
 from ..errors import (
-    ErasureIncompleteError,
     NeedlesFoundError,
 )
 from .types import ErasureBackend, ErasureRequest, _committed
@@ -82,11 +81,7 @@ def _check_needles(
     outside the database, if the backend searches one (``find_store_needles``)."""
     if not request.needles:
         return None
-    find = getattr(backend, "find_store_needles" if outside else "find_needles", None)
-    if find is None and outside:
-        return None
-    if find is None:  # pragma: no cover - every backend has it
-        raise ErasureIncompleteError(f"{backend.kind} cannot search for needles")
+    find = backend.find_store_needles if outside else backend.find_needles
     forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
     found = find([f for _, f in forms], request.needle_scope, request.all_threads)
     if found:

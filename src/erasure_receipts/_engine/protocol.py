@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from .._backends.keep_latest import Removed
 from .._clock import format_time, utc_now
 from .._parts import Part, TableCount
 from ..digest import units_root
@@ -121,6 +122,40 @@ class GuardedBackend:
         """The inner backend's residue steps."""
         return self.inner.reduce_residue()  # type: ignore[no-any-return]
 
+    def lease_entry(self, receipt_id: str) -> None:
+        """The inner backend's lease."""
+        self.inner.lease_entry(receipt_id)
+
+    @property
+    def tombstone_policy(self) -> str:
+        """The inner backend's policy."""
+        return str(self.inner.tombstone_policy)
+
+    @property
+    def checkpoint_namespaces(self) -> set[str]:
+        """The inner backend's namespaces."""
+        return set(self.inner.checkpoint_namespaces)
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The inner backend's search."""
+        return self.inner.find_needles(forms, scope, threads)  # type: ignore[no-any-return]
+
+    def find_store_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The inner backend's search of a store outside the database."""
+        return self.inner.find_store_needles(forms, scope, threads)  # type: ignore[no-any-return]
+
+    def kept_checkpoints(self) -> list[tuple[str, str]]:
+        """The inner backend's kept checkpoints."""
+        return list(self.inner.kept_checkpoints())
+
+    def removed_keys(self) -> Removed:
+        """The inner backend's removed keys."""
+        return self.inner.removed_keys()  # type: ignore[no-any-return]
+
 
 def erase_rows(
     backend: ErasureBackend,
@@ -149,9 +184,7 @@ def erase_rows(
             receipt_id = str(uuid.uuid4())
             # Leased before anything irreversible (a store swept through its API): a
             # lease that cannot be taken fails the erasure while all of it rolls back.
-            lease_entry = getattr(backend, "lease_entry", None)
-            if lease_entry is not None:
-                lease_entry(receipt_id)
+            backend.lease_entry(receipt_id)
             issued_at = format_time(clock())
             if request.authorization is not None:  # 9.6: refused before anything is deleted
                 from ..request import Authorization
@@ -187,9 +220,8 @@ def erase_rows(
                 backend, request, members, root, m.tables, methods, generator_version,
                 receipt_id=receipt_id, issued_at=issued_at, checks=checks,
             )  # fmt: skip
-            removed_keys = getattr(backend, "removed_keys", None)
-            if request.kind == "history" and removed_keys is not None:
-                request = replace(request, kept=kept, removed=removed_keys())
+            if request.kind == "history":
+                request = replace(request, kept=kept, removed=backend.removed_keys())
             entry = {
                 **request_to_journal(replace(request, kept=kept)),
                 "pre_digest": root.hex(),

@@ -79,8 +79,7 @@ def _kept_checkpoints(
 ) -> tuple[tuple[str, str], ...]:
     if request.keep == "none":
         return ()
-    kept = getattr(backend, "kept_checkpoints", None)
-    return tuple(sorted(kept())) if kept is not None else ()
+    return tuple(sorted(backend.kept_checkpoints()))
 
 
 def _members(
@@ -116,9 +115,8 @@ def _members(
         name = prefix + tid
     if request.privacy is not None:
         scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
-    policy = getattr(backend, "tombstone_policy", None)
-    if request.tombstone and policy is not None:
-        scope["tombstone_policy"] = policy  # what the tombstone's triggers enforce
+    if request.tombstone:  # what the tombstone's triggers enforce
+        scope["tombstone_policy"] = backend.tombstone_policy
     out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
     if request.privacy is not None:
         out["database"] = _committed(request, "database", backend.database)

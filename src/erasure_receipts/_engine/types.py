@@ -75,6 +75,43 @@ class ErasureBackend(Protocol):
         """After commit: scrub what the engine can (never raises; reports outcomes)."""
         ...
 
+    def lease_entry(self, receipt_id: str) -> None:
+        """Inside the transaction, before anything irreversible: lease the journal entry
+        ``receipt_id`` will be (when the flow asked for leases), or raise."""
+        ...
+
+    @property
+    def tombstone_policy(self) -> str:
+        """What a tombstone of this erasure enforces (``TOMBSTONE_POLICIES``)."""
+        ...
+
+    @property
+    def checkpoint_namespaces(self) -> set[str]:
+        """Checkpoint namespaces seen while measuring: where the API read-back looks."""
+        ...
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Inside the transaction, after the deletion: where any of ``forms`` occurs in
+        the database's rows of ``scope`` (``thread``: the threads', ``database``: all)."""
+        ...
+
+    def find_store_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """After a store outside the database was swept: where ``forms`` occur in it
+        (``[]`` when there is none to search)."""
+        ...
+
+    def kept_checkpoints(self) -> list[tuple[str, str]]:
+        """``keep="latest"``: the kept ``(checkpoint_ns, checkpoint_id)`` pairs."""
+        ...
+
+    def removed_keys(self) -> Removed:
+        """``keep="latest"``: the keys the transaction deleted (once finished)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ErasureRequest:

@@ -275,7 +275,7 @@ def build_db(
 
 def warm_library() -> None:
     """Pay one-off import/metadata costs outside any timed region."""
-    from erasure_receipts import savers
+    from erasure_receipts._savers import sqlite as savers
 
     savers._versions()
     import langgraph.store.sqlite  # noqa: F401  (imported lazily by erase_thread)
@@ -390,9 +390,10 @@ class TimedConnection(sqlite3.Connection):
 @contextmanager
 def patched_timers() -> Iterator[dict[str, list[float]]]:
     """Wrap engine/backend/saver functions; record inclusive time per call."""
-    from erasure_receipts import digest, savers
+    from erasure_receipts import digest
     from erasure_receipts._backends import sqlite as be
     from erasure_receipts._engine import eraser, protocol
+    from erasure_receipts._savers import sqlite as savers
 
     rec: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     targets: list[tuple[Any, str, str]] = [

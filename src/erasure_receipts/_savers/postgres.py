@@ -15,7 +15,7 @@ Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
 from functools import cache
@@ -62,6 +62,7 @@ from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
 from ..log import ReceiptLog
 from ..signing import Signer
+from ._base import LoopBridge, store_parts
 
 __all__ = ["AsyncAttestingPostgresSaver", "AttestingPostgresSaver", "digest_read_only"]
 
@@ -126,15 +127,7 @@ class _PgDatabase:
         """The PostgreSQL backend of ``request`` (a store elsewhere is swept)."""
         saver = self.saver
         store = saver._eraser.store
-        rows_ns: Sequence[tuple[str, ...]] = ()
-        extra: list[Part] = []
-        if request.store_namespaces:
-            assert store is not None
-            if self._store_rows:
-                rows_ns = request.store_namespaces
-            else:
-                unit = "store" if request.kind == "subject" else ""
-                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
+        rows_ns, extra = store_parts(store, self._store_rows, request)
         return PostgresBackend(
             session,
             request.thread_id,
@@ -191,18 +184,12 @@ class _PgDatabase:
         self.saver._ready()
 
 
-class _AsyncPgDatabase(_PgDatabase):
+class _AsyncPgDatabase(LoopBridge, _PgDatabase):
     """The async PostgreSQL saver's database seam: a flow runs on a worker thread; each
     database call enters the saver's lock and connection on the event loop."""
 
     def __init__(self, saver: Any) -> None:
         super().__init__(saver)
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def on_loop(self, coro: Awaitable[T]) -> T:
-        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
-        assert self.loop is not None, "async flows run through flow()"
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         # Called by a flow, already on a worker thread: run ``fn`` right here, with the
@@ -222,20 +209,6 @@ class _AsyncPgDatabase(_PgDatabase):
         """Run the synchronous ``fn(session, *args)`` on a worker thread."""
         async with self.saver._session() as s:
             return await asyncio.to_thread(fn, s, *args)
-
-    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a synchronous flow on a worker thread of this event loop."""
-        self.loop = asyncio.get_running_loop()
-        return await asyncio.to_thread(fn, *args)
-
-    def prepare(self) -> None:
-        self.on_loop(self.aprepare())
-
-    def ensure_journal(self) -> None:
-        self.on_loop(self.aensure_journal())
-
-    def resolve_store(self) -> None:
-        self.on_loop(self.aresolve_store())
 
     async def aresolve_store(self) -> None:
         """Async ``resolve_store``."""

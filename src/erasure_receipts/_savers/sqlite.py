@@ -12,9 +12,8 @@ LangGraph's conformance suite in the tests.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
 from datetime import datetime
 from functools import cache
@@ -47,8 +46,7 @@ from .._backends.sqlite import (
     scrub,
     secure_store_connection,
 )
-from .._backends.store import StoreSweepPart
-from .._engine import ErasureRequest, Part
+from .._engine import ErasureRequest
 from .._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest, check_archive
 from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
 from .._engine.seams import ResidueScan
@@ -57,6 +55,7 @@ from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
 from ..log import ReceiptLog
 from ..signing import Signer
+from ._base import LoopBridge, store_parts
 
 __all__ = [
     "AsyncAttestingSqliteSaver",
@@ -114,15 +113,7 @@ class _SqliteDatabase:
     ) -> SqliteBackend:
         """The SQLite backend of ``request`` (a store elsewhere is swept through its API)."""
         store = self.saver._eraser.store
-        rows_ns: Sequence[tuple[str, ...]] = ()
-        extra: list[Part] = []
-        if request.store_namespaces:
-            assert store is not None
-            if self._store_rows:
-                rows_ns = request.store_namespaces
-            else:
-                unit = "store" if request.kind == "subject" else ""
-                extra.append(StoreSweepPart(store, request.store_namespaces, unit=unit))
+        rows_ns, extra = store_parts(store, self._store_rows, request)
         return SqliteBackend(
             conn,
             request.thread_id,
@@ -185,7 +176,7 @@ class _SqliteDatabase:
         self.saver.setup()
 
 
-class _AsyncSqliteDatabase(_SqliteDatabase):
+class _AsyncSqliteDatabase(LoopBridge, _SqliteDatabase):
     """The async SQLite saver's database seam: the ``sqlite3.Connection`` inside
     aiosqlite, used on aiosqlite's own thread; a flow runs on a worker thread and
     reaches it through the event loop."""
@@ -195,12 +186,6 @@ class _AsyncSqliteDatabase(_SqliteDatabase):
     def __init__(self, saver: AsyncAttestingSqliteSaver) -> None:
         self.saver = saver
         self._store_rows = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def on_loop(self, coro: Awaitable[T]) -> T:
-        """Run ``coro`` on the saver's event loop from the flow's worker thread."""
-        assert self.loop is not None, "async flows run through flow()"
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
 
     def run(self, fn: Callable[..., T], *args: Any) -> T:
         return self.on_loop(self.arun(fn, *args))
@@ -210,20 +195,6 @@ class _AsyncSqliteDatabase(_SqliteDatabase):
         async with self.saver.lock:
             result: T = await self.saver._run(fn, self.saver.conn._conn, *args)
         return result
-
-    async def flow(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a synchronous flow on a worker thread of this event loop."""
-        self.loop = asyncio.get_running_loop()
-        return await asyncio.to_thread(fn, *args)
-
-    def prepare(self) -> None:
-        self.on_loop(self.aprepare())
-
-    def ensure_journal(self) -> None:
-        self.on_loop(self.aensure_journal())
-
-    def resolve_store(self) -> None:
-        self.on_loop(self.aresolve_store())
 
     async def aresolve_store(self) -> None:
         """Async ``resolve_store``."""

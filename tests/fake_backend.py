@@ -446,6 +446,9 @@ class FakeDatabase:
     def resolve_store(self) -> None:
         pass
 
+    def forget_store(self) -> None:
+        pass
+
 
 class FakeJournal:
     """``seams.Journal`` over :class:`Memory`: every method is also a fault point."""

@@ -25,7 +25,7 @@ from ._ops import history as _history
 from ._ops import subject as _subject
 from ._ops.history import Progress, SweepResult
 from ._ops.subject import Location, SubjectDigest
-from .errors import ConfigurationError, NothingToEraseError
+from .errors import ArgumentTypeError, ConfigurationError, NothingToEraseError
 from .log import ReceiptLog
 from .privacy import CommitmentKey
 from .proof import LeafRecord
@@ -89,6 +89,13 @@ class _Configured:
         """The application's ``BaseStore`` (or None)."""
         return self._eraser.store
 
+    @store.setter
+    def store(self, value: Any) -> None:
+        if value is None and self._eraser.namespaces_for is not None:
+            raise ConfigurationError("namespaces_for= needs a store=")
+        self._eraser.store = value
+        self._eraser.db.forget_store()  # located again before the next erasure
+
     @property
     def archive(self) -> Path | ReceiptLog | None:
         """Where receipts are written (a directory or a ``ReceiptLog``)."""
@@ -105,10 +112,24 @@ class _Configured:
         """``thread_id -> store namespaces`` of thread-scoped operations."""
         return self._eraser.namespaces_for
 
+    @namespaces_for.setter
+    def namespaces_for(self, value: NamespacesFor | None) -> None:
+        if value is not None and not callable(value):
+            raise ArgumentTypeError("namespaces_for= must be a function thread_id -> namespaces")
+        if value is not None and self._eraser.store is None:
+            raise ConfigurationError(
+                "namespaces_for= names store namespaces to erase, but no store= was given"
+            )
+        self._eraser.namespaces_for = value
+
     @property
     def clock(self) -> Callable[[], datetime] | None:
         """The injected clock (None: the system's)."""
         return self._eraser.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], datetime] | None) -> None:
+        self._eraser.clock = value
 
     @property
     def residue_scan(self) -> ResidueScan:
@@ -117,7 +138,9 @@ class _Configured:
 
     @residue_scan.setter
     def residue_scan(self, value: ResidueScan) -> None:
-        self._eraser.residue_scan = self._eraser.scan(value)
+        from ._engine.eraser import residue_mode
+
+        self._eraser.residue_scan = residue_mode(value)
 
     @property
     def refuse_erased_reads(self) -> bool:

@@ -31,3 +31,15 @@ warnings.warn(
     DeprecationWarning,
     stacklevel=2,
 )
+
+_REMOVED = frozenset({"HistoryFlows"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _REMOVED:
+        raise AttributeError(
+            f"erasure_receipts.history.{name} was removed: savers are composed now - an "
+            "erasure_receipts._engine.eraser.Eraser over a Database, a Journal and a Reader "
+            "(erasure_receipts._engine.seams) - instead of mixins with hooks"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

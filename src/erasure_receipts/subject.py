@@ -26,3 +26,15 @@ warnings.warn(
     DeprecationWarning,
     stacklevel=2,
 )
+
+_REMOVED = frozenset({"SubjectFlows"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _REMOVED:
+        raise AttributeError(
+            f"erasure_receipts.subject.{name} was removed: savers are composed now - an "
+            "erasure_receipts._engine.eraser.Eraser over a Database, a Journal and a Reader "
+            "(erasure_receipts._engine.seams) - instead of mixins with hooks"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

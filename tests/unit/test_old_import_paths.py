@@ -248,3 +248,35 @@ def test_removed_mixins_are_gone() -> None:
     """If one comes back, take it off ``REMOVED``."""
     for module, name in REMOVED:
         assert not hasattr(_import(module), name)
+
+
+def test_an_old_path_leaves_the_private_module_its_own_spec() -> None:
+    """Importing through ``erasure_receipts.backends`` must not give the private module
+    the alias's spec (``importlib.reload`` and relative imports rely on it; not reloaded
+    here, which would make new classes for the rest of the run)."""
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = importlib.import_module("erasure_receipts.backends.keep_latest")
+    new = importlib.import_module("erasure_receipts._backends.keep_latest")
+    assert old is new
+    assert (
+        new.__spec__ is not None and new.__spec__.name == "erasure_receipts._backends.keep_latest"
+    )
+    assert importlib.reload(new) is new
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(REMOVED))
+def test_a_removed_mixin_says_what_replaced_it(module: str, name: str) -> None:
+    import importlib
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        mod = importlib.import_module(module)
+    with pytest.raises(AttributeError, match=r"was removed: savers are composed now.*Eraser"):
+        getattr(mod, name)
+    with pytest.raises(ImportError):
+        exec(f"from {module} import {name}", {})

@@ -515,7 +515,8 @@ class Eraser:
         return ThreadDigest(digest, tables)
 
     def preview(self, handle: Any, request: ErasureRequest) -> ThreadDigest:
-        """``digest_thread``: read-only (the database is checked to be LangGraph's)."""
+        """``digest_thread``: read-only (SQLite: the file is checked to be a LangGraph
+        database first)."""
         self.db.check_readable(handle)
         return self.measure(handle, request)
 

@@ -7,7 +7,7 @@ re-measures the raw tables (the post-state digest). :func:`resume_rows` does the
 after the commit again for a journaled erasure (recovery). The caller (the
 :class:`~erasure_receipts._engine.eraser.Eraser`) adds the public-API read-back, then
 signs. If anything fails or remains, :class:`ErasureIncompleteError` is raised and no
-receipt exists; an :class:`Abort` (and the errors in ``PASS_THROUGH``) leaves the
+receipt exists; an ``_Abort`` (and the errors in ``PASS_THROUGH``) leaves the
 rolled-back transaction as it is, for the operation that raised it to decide.
 """
 

@@ -141,5 +141,11 @@ class AsyncSaverReader:
 
     def count_store(self, namespaces: Sequence[tuple[str, ...]]) -> int:
         """Items under ``namespaces``, paged through ``asearch`` on the loop."""
-        assert self.saver._eraser.store is not None
-        return int(self._on_loop(acount_items(self.saver._eraser.store, namespaces)))
+        store = self.saver._eraser.store
+        assert store is not None
+
+        async def count() -> int:
+            API_CHECK.set(True)
+            return await acount_items(store, namespaces)
+
+        return int(self._on_loop(count()))

@@ -68,6 +68,10 @@ class Database(Protocol):
         """Locate the store (no writes: previews work on read-only connections)."""
         ...
 
+    def forget_store(self) -> None:
+        """The saver's store changed: locate it again before it is next used."""
+        ...
+
 
 class Reader(Protocol):
     """LangGraph's public API of the saver and its store, for the read-back after an

@@ -154,6 +154,10 @@ class _PgDatabase:
     def check_readable(self, session: Session) -> None:
         """Any database the saver connects to is read as it is."""
 
+    def forget_store(self) -> None:
+        """The store changed: locate it again."""
+        self._store_rows = None
+
     def store_rows(self) -> bool:
         """Whether the store's tables are in the saver's database (and schema)."""
         return bool(self._store_rows)

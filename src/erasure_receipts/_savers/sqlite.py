@@ -143,6 +143,10 @@ class _SqliteDatabase:
                 f"{database_path(conn)}: no LangGraph checkpoint tables (not a LangGraph database)"
             )
 
+    def forget_store(self) -> None:
+        """The store changed: locate it again."""
+        self._store_rows = None
+
     def store_rows(self) -> bool:
         """Whether the store's items are rows of the saver's database file."""
         return bool(self._store_rows)

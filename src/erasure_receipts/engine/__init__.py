@@ -1,7 +1,8 @@
 """Deprecated import path: the engine is the private package ``erasure_receipts._engine``.
 
 ``erasure_receipts.engine`` and its submodules (``erasure_receipts.engine.eraser``, ...)
-are the very same module objects, so old imports keep working unchanged.
+are the very same module objects, so old imports keep working unchanged (patching a
+function through an old path patches the module it lives in, not its callers' copies).
 """
 
 from __future__ import annotations

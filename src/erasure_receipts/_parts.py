@@ -39,6 +39,10 @@ class Part(Protocol):
     """How it is deleted: "atomic-transaction" or "sweep"."""
     irreversible_deleted: int
     """Items deleted outside the transaction so far (sweeps): survive a rollback."""
+    unit: str
+    """The receipt unit the rows belong to (``thread:<id>``, ``store``; "" = one tree)."""
+    role: str
+    """``removed`` (erased and measured) or ``kept`` (only measured: history's kept rows)."""
 
     def measure(self, sink: LeafSink) -> TableCount:
         """Feed every row's leaf hash to ``sink`` in primary-key order; do not delete."""
@@ -56,6 +60,10 @@ class Part(Protocol):
 
     def remaining(self) -> int:
         """Rows of the scope still present (inside the transaction)."""
+        ...
+
+    def leaves(self) -> Iterator[bytes]:
+        """Legal hold: the leaf data, in the order ``measure`` hashes them."""
         ...
 
 

@@ -250,7 +250,7 @@ class _SubjectBackend(GuardedBackend):
 
     def __init__(
         self,
-        inner: Any,
+        inner: ErasureBackend,
         *,
         guard: Callable[[], None] | None,
         store_search: Callable[[Sequence[bytes]], list[dict[str, Any]]] | None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from .._parts import Part, TableCount
@@ -13,11 +13,11 @@ __all__ = ["export_leaves", "measure_parts", "measure_rows"]
 
 
 def _role(part: Part) -> str:
-    return str(getattr(part, "role", "removed"))
+    return part.role
 
 
 def _unit(part: Part) -> str:
-    return str(getattr(part, "unit", ""))
+    return part.unit
 
 
 def _add(total: dict[str, TableCount], table: str, c: TableCount) -> None:
@@ -134,10 +134,7 @@ def export_leaves(
     chosen: list[tuple[int, bytes]] = []
     with backend.read_snapshot():
         for part in sorted(backend.parts(), key=lambda p: p.table):
-            leaves: Callable[[], Iterator[bytes]] | None = getattr(part, "leaves", None)
-            if leaves is None:
-                raise TypeError(f"{type(part).__name__} cannot export its leaves")
-            for data in leaves():
+            for data in part.leaves():
                 if select is None or select(data):
                     chosen.append((len(hashes), data))
                 hashes.append(leaf_hash(data))

@@ -18,9 +18,11 @@ from .._clock import format_time, fresh_after
 from .._parts import LeafSink, Part, TableCount, iter_pages
 from ..errors import NeedlesFoundError
 from .codec import redact_entry, request_from_journal, request_to_journal
+from .eraser import Eraser
 from .measure import export_leaves, measure_parts, measure_rows
 from .needles import NEEDLE_FORMS, named_needle_forms, needle_forms
 from .protocol import PASS_THROUGH, GuardedBackend, erase_rows, resume_rows
+from .seams import Database, Journal, Reader
 from .statement import final_statement, preflight, sign_and_archive
 from .types import (
     RECEIPT_HEADROOM,
@@ -36,13 +38,17 @@ __all__ = [
     "PASS_THROUGH",
     "RECEIPT_HEADROOM",
     "Check",
+    "Database",
+    "Eraser",
     "ErasureBackend",
     "ErasureRequest",
     "GuardedBackend",
+    "Journal",
     "LeafSink",
     "Measurement",
     "NeedlesFoundError",
     "Part",
+    "Reader",
     "RowsOutcome",
     "TableCount",
     "erase_rows",

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
+
+from .errors import ThreadErasedError
+
+T = TypeVar("T")
 
 Key = tuple[str, str, str]
 Held = tuple[RunnableConfig, Any, str, str]
@@ -81,3 +86,63 @@ class HeldWrites:
         if not may_follow(key[2], bound):
             return None
         return self.hold(key, item)
+
+    # -- a saver's put and put_writes around its parent's (once for all four savers) --
+
+    def put(self, key: Key, save: Callable[[], T], write: Callable[[Held], None]) -> T:
+        """``save()`` a checkpoint (the parent's ``put``, tombstone errors made
+        ``ThreadErasedError``), then ``write`` the writes held for it; refused, drop them."""
+        try:
+            out = save()
+        except ThreadErasedError:
+            self.settle(key, saved=False)
+            raise
+        for item in self.settle(key, saved=True):
+            write(item)
+        return out
+
+    def put_writes(
+        self, item: Held, write: Callable[[], None], bound: Callable[[], str | None]
+    ) -> None:
+        """``write()`` (the parent's ``put_writes``); a refusal under a ``new_conversations``
+        tombstone of bound ``bound()`` holds the write for its checkpoint, or writes again
+        if that checkpoint was saved meanwhile."""
+        try:
+            write()
+            return
+        except ThreadErasedError:
+            held = self.refused(item, bound())
+            if held is None:
+                raise
+        if not held:
+            write()
+
+    async def aput(
+        self, key: Key, save: Callable[[], Awaitable[T]], write: Callable[[Held], Awaitable[Any]]
+    ) -> T:
+        """Async :meth:`put`."""
+        try:
+            out = await save()
+        except ThreadErasedError:
+            self.settle(key, saved=False)
+            raise
+        for item in self.settle(key, saved=True):
+            await write(item)
+        return out
+
+    async def aput_writes(
+        self,
+        item: Held,
+        write: Callable[[], Awaitable[None]],
+        bound: Callable[[], Awaitable[str | None]],
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        try:
+            await write()
+            return
+        except ThreadErasedError:
+            held = self.refused(item, await bound())
+            if held is None:
+                raise
+        if not held:
+            await write()

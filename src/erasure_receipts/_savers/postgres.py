@@ -371,16 +371,15 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         """The parent's ``put``; a write to a tombstoned thread raises
         ``ThreadErasedError`` instead of the trigger's database error. Writes held for
         this checkpoint are saved after it."""
-        key = key_of(config, checkpoint["id"])
-        try:
+
+        def save() -> RunnableConfig:
             with _tombstone_errors(config):
-                out = super().put(config, checkpoint, metadata, new_versions)
-        except ThreadErasedError:
-            self._held_writes.settle(key, saved=False)
-            raise
-        for item in self._held_writes.settle(key, saved=True):
-            self.put_writes(*item)
-        return out
+                return super(AttestingPostgresSaver, self).put(
+                    config, checkpoint, metadata, new_versions
+                )
+
+        key = key_of(config, checkpoint["id"])
+        return self._held_writes.put(key, save, lambda item: self.put_writes(*item))
 
     def put_writes(
         self,
@@ -393,20 +392,15 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         ``ThreadErasedError`` instead of the trigger's database error; writes that come
         before their checkpoint of a new conversation are held until it is saved (see
         :mod:`erasure_receipts._held`)."""
-        try:
+
+        def write() -> None:
             with _tombstone_errors(config):
-                super().put_writes(config, writes, task_id, task_path)
-            return
-        except ThreadErasedError:
-            item = (config, writes, task_id, task_path)
-            held = self._held_writes.refused(
-                item, self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])
-            )
-            if held is None:
-                raise
-        if not held:  # the checkpoint was saved meanwhile
-            with _tombstone_errors(config):
-                super().put_writes(config, writes, task_id, task_path)
+                super(AttestingPostgresSaver, self).put_writes(config, writes, task_id, task_path)
+
+        def bound() -> str | None:
+            return self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])
+
+        self._held_writes.put_writes((config, writes, task_id, task_path), write, bound)
 
 
 class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
@@ -509,16 +503,15 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
     ) -> RunnableConfig:
         """The parent's ``aput``; a write to a tombstoned thread raises
         ``ThreadErasedError`` instead of the trigger's database error."""
-        key = key_of(config, checkpoint["id"])
-        try:
+
+        async def save() -> RunnableConfig:
             async with self._atombstone_errors(config):
-                out = await super().aput(config, checkpoint, metadata, new_versions)
-        except ThreadErasedError:
-            self._held_writes.settle(key, saved=False)
-            raise
-        for item in self._held_writes.settle(key, saved=True):
-            await self.aput_writes(*item)
-        return out
+                return await super(AsyncAttestingPostgresSaver, self).aput(
+                    config, checkpoint, metadata, new_versions
+                )
+
+        key = key_of(config, checkpoint["id"])
+        return await self._held_writes.aput(key, save, lambda item: self.aput_writes(*item))
 
     async def aput_writes(
         self,
@@ -529,19 +522,18 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
     ) -> None:
         """The parent's ``aput_writes``; a write to a tombstoned thread raises
         ``ThreadErasedError`` instead of the trigger's database error."""
-        try:
+
+        async def write() -> None:
             async with self._atombstone_errors(config):
-                await super().aput_writes(config, writes, task_id, task_path)
-            return
-        except ThreadErasedError:
-            item = (config, writes, task_id, task_path)
-            bound = await self._adb.arun(pg_backend.tombstone_bound, key_of(config)[0])
-            held = self._held_writes.refused(item, bound)
-            if held is None:
-                raise
-        if not held:  # the checkpoint was saved meanwhile
-            async with self._atombstone_errors(config):
-                await super().aput_writes(config, writes, task_id, task_path)
+                await super(AsyncAttestingPostgresSaver, self).aput_writes(
+                    config, writes, task_id, task_path
+                )
+
+        async def bound() -> str | None:
+            return await self._adb.arun(pg_backend.tombstone_bound, key_of(config)[0])
+
+        item = (config, writes, task_id, task_path)
+        await self._held_writes.aput_writes(item, write, bound)
 
 
 def digest_read_only(

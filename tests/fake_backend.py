@@ -526,6 +526,11 @@ class FakeJournal:
         fire(self.faults, "is_erased", thread_id)
         return thread_id in mem.tombstones
 
+    def replay_state(self, mem: Memory, /) -> tuple[set[str], set[str], set[str]]:
+        fire(self.faults, "replay_state")
+        threads = {k[0] for k in mem.tables[CHECKPOINTS]}
+        return set(mem.journal), threads, set(mem.tombstones)
+
     def idle_threads(
         self, mem: Memory, before: str, after: str | None, limit: int, /
     ) -> list[tuple[str, str, int, int]]:

@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ._ops.history import SweepEvent, SweepResult
+    from ._ops.replay import ReplayedScope, ReplayResult
     from ._ops.subject import Location, SubjectDigest
     from ._savers.postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
     from ._savers.sqlite import (
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         AuthorizationError,
         ConfigurationError,
         DeltaChannelError,
+        ErasedDataRestoredError,
         ErasureError,
         ErasureIncompleteError,
         Error,
@@ -114,6 +116,9 @@ _LAZY = {
     "DeltaChannelError": "errors",
     "SweepEvent": "_ops.history",
     "SweepResult": "_ops.history",
+    "ErasedDataRestoredError": "errors",
+    "ReplayResult": "_ops.replay",
+    "ReplayedScope": "_ops.replay",
 }
 
 __all__ = [
@@ -127,6 +132,7 @@ __all__ = [
     "CommitmentKey",
     "ConfigurationError",
     "DeltaChannelError",
+    "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
@@ -147,6 +153,8 @@ __all__ = [
     "Receipt",
     "ReceiptLog",
     "ReceiptSemanticsError",
+    "ReplayResult",
+    "ReplayedScope",
     "RequestContext",
     "SignatureError",
     "Signer",

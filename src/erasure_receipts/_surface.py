@@ -16,16 +16,24 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from ._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
 from ._engine.seams import Database, ResidueScan
 from ._ops import history as _history
+from ._ops import replay as _replay
 from ._ops import subject as _subject
 from ._ops.history import Progress, SweepResult
+from ._ops.replay import ReplayedScope, ReplayResult
 from ._ops.subject import Location, SubjectDigest
-from .errors import ArgumentTypeError, ConfigurationError, NothingToEraseError
+from .errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    ErasedDataRestoredError,
+    NothingToEraseError,
+)
 from .log import ReceiptLog
 from .privacy import CommitmentKey
 from .proof import LeafRecord
@@ -173,6 +181,58 @@ class _Configured:
         Per context, so concurrent erasures (threads, tasks) never see each other's.
         """
         return self._eraser.last_receipt
+
+    @property
+    def check_erasures(self) -> str | os.PathLike[str] | ReceiptLog | None:
+        """The startup guard's receipt archive or log (None: off): ``setup()`` refuses
+        to serve while an erasure it attests has data again (see ``replay_erasures``)."""
+        return self._eraser.check_erasures
+
+    @check_erasures.setter
+    def check_erasures(self, value: str | os.PathLike[str] | ReceiptLog | None) -> None:
+        if value is not None and not isinstance(value, str | os.PathLike | ReceiptLog):
+            raise ConfigurationError(
+                "check_erasures= must be a receipt archive directory, a ReceiptLog or None"
+            )
+        self._eraser.check_erasures = value
+
+    def _replay_args(
+        self, trust: Any, privacy_key: Any, subject_ids: Iterable[str]
+    ) -> tuple[CommitmentKey | None, Any, tuple[str, ...]]:
+        if isinstance(subject_ids, str):
+            raise ArgumentTypeError("subject_ids= must be a list of subject ids, not a str")
+        keys = [self._eraser.signer.public_key] if trust is None else trust
+        return _key_or_none(privacy_key), keys, tuple(str(x) for x in subject_ids)
+
+    def _check_erasures(self, check: Callable[[], list[str]] | None = None) -> None:
+        """The startup guard (``check_erasures=``): raise ``ErasedDataRestoredError``
+        while an erased scope has data again. Checked once per saver; a failure is kept
+        (every later ``setup`` raises it at once) until ``replay_erasures`` succeeds."""
+        er = self._eraser
+        if er.check_erasures is None or _replay.guard_is_off() or er.guard_state is True:
+            return
+        if er.guard_state is None:
+            with _replay.guard_off():
+                stale = check() if check is not None else self._stale()
+            if not stale:
+                er.guard_state = True
+                return
+            shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" * (len(stale) > 5))
+            er.guard_state = (
+                f"erased data is back in this database (restored from a backup?): {shown}; "
+                "run replay_erasures() (receipt replay) before serving"
+            )
+        raise ErasedDataRestoredError(str(er.guard_state))
+
+    def _stale(self) -> list[str]:
+        er = self._eraser
+        er.db.resolve_store()  # a store in this database is read as rows, not through its API
+        return _replay.stale_scopes(er, er.check_erasures, [er.signer.public_key], None)
+
+    def _replayed(self, result: ReplayResult) -> ReplayResult:
+        if not result.dry_run and result.ok:
+            self._eraser.guard_state = None  # checked again at the next setup()
+        return result
 
 
 class ErasureMethods(_Configured):
@@ -542,6 +602,44 @@ class ErasureMethods(_Configured):
         self._eraser.db.resolve_store()
         return _subject.locate(self._eraser, values)
 
+    def replay_erasures(
+        self,
+        source: str | os.PathLike[str] | ReceiptLog,
+        *,
+        dry_run: bool = False,
+        trust: Any = None,
+        privacy_key: CommitmentKey | str | os.PathLike[str] | None = None,
+        subject_ids: Iterable[str] = (),
+        progress: Callable[[ReplayedScope], None] | None = None,
+    ) -> ReplayResult:
+        """After a restore: re-erase what came back of every erasure ``source`` (a
+        receipt archive directory or a :class:`ReceiptLog`) attests.
+
+        Only receipts that verify against ``trust`` (a ``TrustStore`` or a list of
+        ``PublicKey``; default: this saver's signing key) are used; the others are
+        listed in the result's ``rejected``. For each erased scope (thread, history,
+        subject; privacy-mode receipts opened with ``privacy_key``, a subject's id from
+        ``subject_ids``) what has rows again is re-erased through the ordinary flow, its
+        tombstones re-created, and a new receipt issued whose ``replay_of`` names the
+        original; a scope still empty is counted, not attested again (a missing
+        tombstone is re-created by an attested empty erasure). A scope whose receipt
+        this database's journal holds is ``postdated`` (the database is not older than
+        the erasure) and left alone. ``dry_run`` lists what reappeared and changes
+        nothing. Returns a :class:`ReplayResult` (counts; ``ok`` is False if a scope
+        failed or a receipt was rejected); failures are counted there, not raised.
+        """
+        key, keys, ids = self._replay_args(trust, privacy_key, subject_ids)
+        with _replay.guard_off():
+            if dry_run:
+                self._eraser.db.resolve_store()
+            else:
+                self._eraser.preflight()
+                self._eraser.db.prepare()
+            return self._replayed(_replay.replay(
+                self._eraser, source, keys, dry_run=dry_run, privacy_key=key, subject_ids=ids,
+                progress=progress,
+            ))  # fmt: skip
+
     def purge_journal(self, older_than: timedelta | datetime) -> int:
         """Delete closed erasure-journal entries (receipt issued) of erasures older than
         ``older_than`` (an age, or a cutoff time); returns how many. Open entries and
@@ -815,6 +913,46 @@ class AsyncErasureMethods(_Configured):
         values = _subject._needles(needles)
         await self._adb.aresolve_store()
         return await self._adb.flow(_subject.locate, self._eraser, values)
+
+    async def areplay_erasures(
+        self,
+        source: str | os.PathLike[str] | ReceiptLog,
+        *,
+        dry_run: bool = False,
+        trust: Any = None,
+        privacy_key: CommitmentKey | str | os.PathLike[str] | None = None,
+        subject_ids: Iterable[str] = (),
+        progress: Callable[[ReplayedScope], None] | None = None,
+    ) -> ReplayResult:
+        """Async :meth:`ErasureMethods.replay_erasures`."""
+        key, keys, ids = self._replay_args(trust, privacy_key, subject_ids)
+        with _replay.guard_off():
+            if dry_run:
+                await self._adb.aresolve_store()
+            else:
+                self._eraser.preflight()
+                await self._adb.aprepare()
+            result: ReplayResult = await self._adb.flow(
+                partial(_replay.replay, dry_run=dry_run, privacy_key=key, subject_ids=ids,
+                        progress=progress),
+                self._eraser, source, keys,
+            )  # fmt: skip
+        if result.receipts:
+            self._eraser.set_last(result.receipts[-1])
+        return self._replayed(result)
+
+    async def _acheck_erasures(self) -> None:
+        """Async :meth:`_check_erasures` (the check runs on a worker thread)."""
+        er = self._eraser
+        if er.check_erasures is None or _replay.guard_is_off() or er.guard_state is not None:
+            self._check_erasures()
+            return
+        with _replay.guard_off():
+            await self._adb.aresolve_store()
+            stale: list[str] = await self._adb.flow(
+                _replay.stale_scopes, er, er.check_erasures, [er.signer.public_key], None
+            )
+        self._check_erasures(lambda: stale)
 
     async def apurge_journal(self, older_than: timedelta | datetime) -> int:
         """Async :meth:`ErasureMethods.purge_journal`."""

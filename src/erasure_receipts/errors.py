@@ -17,6 +17,7 @@ __all__ = [
     "AuthorizationError",
     "ConfigurationError",
     "DeltaChannelError",
+    "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
     "Error",
@@ -166,6 +167,13 @@ class ThreadErasedError(ErasureError):
             "refuse_erased_reads, reads) are refused (reopen_thread() reuses the id on purpose)"
         )
         self.thread_id = thread_id
+
+
+class ErasedDataRestoredError(ErasureError):
+    """The startup guard (``check_erasures=``): an erasure the receipts attest has data in
+    the database again (a backup restored from before it); replay it before serving."""
+
+    reason = "erased_data_restored"
 
 
 class NothingToEraseError(ErasureError):

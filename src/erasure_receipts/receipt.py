@@ -238,7 +238,9 @@ _K_PREDICATE = frozenset(
     )
 )  # fmt: skip
 _K_PREDICATE_THREAD = _K_PREDICATE | {"kind"}
-_K_PREDICATE_OPT = frozenset(("kind", "kept_state", "units", "needles", "request", "authorization"))
+_K_PREDICATE_OPT = frozenset(
+    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of")
+)
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
 _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
 _K_SCOPE_SUBJECT = frozenset(
@@ -639,6 +641,10 @@ def _validate(st: Any, full: bool) -> None:
         _str(g["version"], "predicate.generator.version", max_len=64)
     if "request" in p or "authorization" in p:  # section 9.6
         validate_request_members(p)
+    if "replay_of" in p:  # section 9.11: the erasure a replay after a restore repeats
+        _str(p["replay_of"], "predicate.replay_of", is_uuid)
+        if p["replay_of"] == p["receipt_id"]:
+            raise _fail("predicate.replay_of", "must name another receipt")
 
 
 def statement_is_valid(st: Any) -> bool:

@@ -64,6 +64,7 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         "keep": request.keep,
         "kept": [list(k) for k in request.kept],
         **({"removed": request.removed.to_json()} if request.removed is not None else {}),
+        **({"replay_of": request.replay_of} if request.replay_of is not None else {}),
     }
 
 
@@ -114,4 +115,5 @@ def request_from_journal(
         privacy=key,  # so recovery's errors name commitments too
         # Entries from before it was journaled: the rule over ``kept`` (as then).
         removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
+        replay_of=str(entry["replay_of"]) if entry.get("replay_of") else None,
     )

@@ -322,6 +322,10 @@ class Eraser:
         self.residue_scan = residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
         self.tombstone_policy = tombstone_policy
+        self.check_erasures: str | os.PathLike[str] | ReceiptLog | None = None
+        """The startup guard's receipt archive or log (``check_erasures=``), or None."""
+        self.guard_state: bool | str | None = None
+        """The startup guard: None (not checked), True (passed) or why it refused."""
         self.commitment_keys: dict[str, CommitmentKey] = {}
         """Commitment keys by key id (privacy-mode erasures' and recovery's), in memory
         only: recovery opens a sealed journal entry with its key."""

@@ -141,6 +141,11 @@ class Journal(Protocol):
         """Whether a thread is tombstoned."""
         ...
 
+    def replay_state(self, handle: Any, /) -> tuple[set[str], set[str], set[str]]:
+        """Receipt ids in the journal, thread ids with checkpoints, tombstoned thread ids
+        (a replay after a restore compares its receipts with them)."""
+        ...
+
     def idle_threads(
         self, handle: Any, before: str, after: str | None, limit: int, /
     ) -> list[tuple[str, str, int, int]]:

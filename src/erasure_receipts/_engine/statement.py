@@ -147,6 +147,8 @@ def _members(
         out["request"] = request.context
     if request.authorization is not None:
         out["authorization"] = request.authorization
+    if request.replay_of is not None:
+        out["replay_of"] = request.replay_of
     return out
 
 
@@ -204,7 +206,7 @@ def preflight(
         )
 
 
-_EXTRA = ("kept_state", "units", "needles", "request", "authorization")
+_EXTRA = ("kept_state", "units", "needles", "request", "authorization", "replay_of")
 
 
 def _statement(

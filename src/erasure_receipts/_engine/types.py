@@ -154,6 +154,9 @@ class ErasureRequest:
     """The receipt's ``request`` member (who asked, why), ready to embed."""
     authorization: dict[str, Any] | None = None
     """The receipt's ``authorization`` member (an approver's signed consent)."""
+    replay_of: str | None = None
+    """A replay after a restore: the receipt id of the erasure this one repeats (the
+    receipt's ``replay_of`` member, RECEIPT_SPEC.md 9.11)."""
 
     @property
     def all_threads(self) -> tuple[str, ...]:

@@ -169,6 +169,8 @@ class _Spec:
     """RECEIPT_SPEC.md 9.6: ``request=`` and ``authorization=``, applied (and the
     authorization checked) once the threads are found, before anything is deleted."""
     authorization: Authorization | None = None
+    replay_of: str | None = None
+    """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -318,7 +320,7 @@ def subject_request(er: Eraser, handle: Any, spec: _Spec) -> ErasureRequest:
         spec.subject, spec.store_namespaces, spec.tombstone, spec.allow_empty,
         kind="subject", threads=threads, subject=spec.subject,
         discovery=spec.metadata_key, needles=spec.needles, needle_scope="database",
-        privacy=spec.privacy,
+        privacy=spec.privacy, replay_of=spec.replay_of,
     )  # fmt: skip
 
 

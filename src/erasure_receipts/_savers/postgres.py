@@ -296,6 +296,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -307,6 +308,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
         )  # fmt: skip
+        self.check_erasures = check_erasures
 
     @classmethod
     @contextmanager
@@ -340,6 +342,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         with self._session() as s:  # a catalog check when current; upgrades otherwise
             ensure_schema(s)
         self._schema_ready = True
+        self._check_erasures()  # check_erasures=: refuse while erased data is back
 
     def _ready(self) -> None:
         """Install on first use, unless already installed (then no privilege is needed)."""
@@ -427,6 +430,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -439,6 +443,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
         )  # fmt: skip
+        self.check_erasures = check_erasures
 
     @classmethod
     @asynccontextmanager
@@ -468,6 +473,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         await super().setup()
         await self._adb.arun(ensure_schema)  # a catalog check when current; upgrades otherwise
         self._schema_ready = True
+        await self._acheck_erasures()  # check_erasures=: refuse while erased data is back
 
     async def _aready(self) -> None:
         if self._schema_ready:

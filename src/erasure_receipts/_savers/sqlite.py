@@ -52,7 +52,12 @@ from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
 from .._engine.seams import ResidueScan
 from .._held import HeldWrites, key_of
 from .._surface import AsyncErasureMethods, ErasureMethods
-from ..errors import ErasureIncompleteError, NotALangGraphDatabaseError, ThreadErasedError
+from ..errors import (
+    ErasedDataRestoredError,
+    ErasureIncompleteError,
+    NotALangGraphDatabaseError,
+    ThreadErasedError,
+)
 from ..log import ReceiptLog
 from ..signing import Signer
 from ._base import LoopBridge, store_parts
@@ -305,6 +310,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -314,6 +320,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
         )  # fmt: skip
+        self.check_erasures = check_erasures
 
     @classmethod
     @contextmanager
@@ -330,6 +337,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -338,6 +346,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
+                check_erasures=check_erasures,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -348,6 +357,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         super().setup()
         try:
             ensure_tombstones(self.conn)
+            self._check_erasures()  # check_erasures=: refuse while erased data is back
         except BaseException:
             self.is_setup = False  # retried next time, never silently without triggers
             raise
@@ -427,6 +437,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -437,6 +448,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
             tombstone_policy=tombstone_policy,
         )  # fmt: skip
+        self.check_erasures = check_erasures
         self._tombstones_ready = False
 
     @classmethod
@@ -454,6 +466,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        check_erasures: str | Path | ReceiptLog | None = None,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
@@ -461,6 +474,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
+                check_erasures=check_erasures,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -476,6 +490,11 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 if not self._tombstones_ready:
                     await self._run(lambda: ensure_tombstones(self.conn._conn))
                     self._tombstones_ready = True
+        try:
+            await self._acheck_erasures()  # check_erasures=: refuse while erased data is back
+        except ErasedDataRestoredError:
+            self.is_setup = False
+            raise
 
     @asynccontextmanager
     async def _atombstone_errors(self, config: RunnableConfig) -> AsyncIterator[None]:

@@ -51,6 +51,7 @@ from .journal import (
     redact_journal,
     release_lease,
     reopen,
+    replay_state,
     still_pending,
     take_lease,
     tombstone_bound,
@@ -138,6 +139,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "replay_state",
     "retryable",
     "run_in_flight",
     "schema_installed",
@@ -205,6 +207,10 @@ class PostgresJournal:
     def is_erased(self, session: Session, thread_id: str) -> bool:
         """:func:`is_erased`."""
         return is_erased(session, thread_id)
+
+    def replay_state(self, session: Session) -> tuple[set[str], set[str], set[str]]:
+        """:func:`replay_state`."""
+        return replay_state(session)
 
     def tombstone_bound(self, session: Session, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

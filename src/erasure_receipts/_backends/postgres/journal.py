@@ -25,6 +25,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "replay_state",
     "still_pending",
     "take_lease",
     "tombstone_bound",
@@ -215,3 +216,25 @@ def tombstone_bound(session: Session, thread_id: str) -> str | None:
         (thread_id,),
     )
     return str(rows[0][0]) if rows and rows[0][0] is not None else None
+
+
+def replay_state(session: Session) -> tuple[set[str], set[str], set[str]]:
+    """Journal receipt ids, thread ids with checkpoints, tombstoned thread ids (see the
+    SQLite backend's ``replay_state``), in one snapshot."""
+    names = ("erasure_journal", "erasure_tombstones", "checkpoints", "checkpoint_blobs",
+             "checkpoint_writes")  # fmt: skip
+    with session.transaction():
+        row = session.query(
+            "SELECT " + ", ".join("to_regclass(%s) IS NOT NULL" for _ in names), names
+        )[0]
+        have = {n for n, ok in zip(names, row, strict=True) if ok}
+
+        def ids(sql: str, table: str) -> set[str]:
+            return {str(r[0]) for r in session.query(sql)} if table in have else set()
+
+        journal = ids("SELECT receipt_id FROM erasure_journal", "erasure_journal")
+        tombstoned = ids("SELECT thread_id FROM erasure_tombstones", "erasure_tombstones")
+        threads: set[str] = set()
+        for t in names[2:]:
+            threads |= ids(f"SELECT DISTINCT thread_id FROM {t}", t)
+    return journal, threads, tombstoned

@@ -47,6 +47,7 @@ from .journal import (
     redact_journal,
     release_lease,
     reopen,
+    replay_state,
     still_pending,
     take_lease,
     tombstone_bound,
@@ -125,6 +126,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "replay_state",
     "residue_scan",
     "run_in_flight",
     "scrub",
@@ -196,6 +198,10 @@ class SqliteJournal:
     def is_erased(self, conn: sqlite3.Connection, thread_id: str) -> bool:
         """:func:`is_erased`."""
         return is_erased(conn, thread_id)
+
+    def replay_state(self, conn: sqlite3.Connection) -> tuple[set[str], set[str], set[str]]:
+        """:func:`replay_state`."""
+        return replay_state(conn)
 
     def tombstone_bound(self, conn: sqlite3.Connection, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

@@ -29,6 +29,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "replay_state",
     "still_pending",
     "take_lease",
     "tombstone_bound",
@@ -246,3 +247,29 @@ def tombstone_bound(conn: sqlite3.Connection, thread_id: str) -> str | None:
         (thread_id,),
     ).fetchone()
     return str(row[0]) if row else None
+
+
+def replay_state(conn: sqlite3.Connection) -> tuple[set[str], set[str], set[str]]:
+    """What a replay after a restore compares receipts with, in one read: the receipt ids
+    the journal holds (erasures this database has seen), the thread ids with checkpoints,
+    and the tombstoned thread ids."""
+    enc = text_encoding(conn)
+    errors = "surrogateescape" if enc == "utf-8" else "surrogatepass"
+
+    def ids(sql: str) -> set[str]:
+        return {bytes(r[0]).decode(enc, errors) for r in conn.execute(sql)}
+
+    try:
+        have = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+        journal = ids("SELECT CAST(receipt_id AS BLOB) FROM erasure_journal") if (
+            "erasure_journal" in have) else set()  # fmt: skip
+        tombstoned = ids("SELECT CAST(thread_id AS BLOB) FROM erasure_tombstones") if (
+            "erasure_tombstones" in have) else set()  # fmt: skip
+        tables = [t for t in ("checkpoints", "writes") if t in have]
+        threads = ids(" UNION ".join(
+            f"SELECT DISTINCT CAST(thread_id AS BLOB) FROM {t}" for t in tables
+        )) if tables else set()  # fmt: skip
+    finally:
+        if conn.in_transaction:
+            conn.commit()  # end the implicit read transaction
+    return journal, threads, tombstoned

@@ -393,7 +393,7 @@ def _probe_database(db: Path | str) -> bool:
 def _open_saver(
     db: Path | str,
     signer: Signer,
-    archive: Path | None,
+    archive: Any,
     *,
     read_only: bool = False,
     recovering: bool = False,

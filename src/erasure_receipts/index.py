@@ -77,6 +77,7 @@ FIELDS: tuple[str, ...] = (
     "request_basis",
     "approver",
     "sla_seconds",
+    "replay_of",
     "key_id",
     "key_name",
     "log_index",
@@ -108,7 +109,8 @@ def index_record(
     file's name of the approver key that verified the embedded authorization, its key
     id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
     ``received_at``, whole seconds; null without ``received_at``); all null without a
-    request. The requester is never a column."""
+    request. The requester is never a column. ``replay_of``: the receipt a replay after
+    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -158,6 +160,7 @@ def index_record(
         "request_basis": None if request is None else request["basis"],
         "approver": v.approver,
         "sla_seconds": v.sla_seconds,
+        "replay_of": p.get("replay_of"),
         "key_id": v.key_id,
         "key_name": v.key_name,
         "log_index": log_index,

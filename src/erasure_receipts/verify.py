@@ -188,6 +188,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         _check_units(p, bad)
     if "privacy" in scope:
         _check_privacy(p, bad)
+    if p.get("replay_of") == p["receipt_id"]:  # section 9.11
+        raise bad("replay_of names the receipt itself, not the erasure it repeats")
     needles = p.get("needles")
     if needles is not None and p["status"] == "erased" and needles["occurrences_after"]:
         raise bad("status is erased but a needle still occurs", "needles_remain")

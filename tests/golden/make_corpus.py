@@ -1083,7 +1083,32 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     }  # fmt: skip
     cases.update(_kind_bad_cases())
     cases.update(_rule_bad_cases())
+    cases.update(_replay_bad_cases())
     return cases
+
+
+# -- replay after a restore (section 9.11) ------------------------------------------------
+
+REPLAY_ID = "5c1e2d3f-4a5b-4c6d-8e7f-901a2b3c4d5e"
+
+
+def replay_statement(of: str = THREAD_KIND_ID) -> dict[str, Any]:
+    """A thread receipt that repeats the erasure ``of`` after a restore."""
+    st = thread_kind_statement(receipt_id=REPLAY_ID)
+    st["predicate"]["replay_of"] = of
+    return st
+
+
+def _replay_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    return {
+        "replay_of_not_uuid": (lambda: _sign_raw(replay_statement("receipt-1")), 1, "schema",
+            "replay_of is not a receipt id, validly signed"),
+        "replay_of_itself": (lambda: _sign_raw(replay_statement(REPLAY_ID)), 1, "inconsistent",
+            "replay_of names the receipt's own id, validly signed"),
+    }  # fmt: skip
+
+
+# -- end of replay -------------------------------------------------------------------------
 
 
 def good_cases() -> dict[str, Callable[[], bytes]]:
@@ -1102,6 +1127,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         "subject-with-request.json": lambda: _signed(
             subject_statement(REQUEST_SUBJECT_ID, extra={"request": dict(REQUEST)})
         ),
+        "thread-replay.json": lambda: _signed(replay_statement()),
     }
 
 

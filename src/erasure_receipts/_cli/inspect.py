@@ -95,6 +95,8 @@ def show(
         rq = p["request"]
         when = "".join(f", {k.replace('_', ' ')} {rq[k]}" for k in ("received_at", "due") if rq[k])
         lines.append(f"request      {rq['id']!r} (basis {rq['basis']!r}){when}")
+    if "replay_of" in p:  # RECEIPT_SPEC.md 9.11
+        lines.append(f"replay of    {p['replay_of']} (the same scope erased again after a restore)")
     if "authorization" in p:
         a = p["authorization"]
         keys = ", ".join(s["keyid"][:16] for s in a["signatures"])

@@ -193,6 +193,8 @@ def _verify_file(
         )  # fmt: skip
         if "kept_state" in p:
             res["kept_rows"] = p["kept_state"]["leaves"]
+        if "replay_of" in p:
+            res["replay_of"] = p["replay_of"]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -216,6 +218,7 @@ def _ok_line(res: dict[str, Any]) -> str:
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"
         + _request_text(res)
+        + (f"; replay of {res['replay_of']}" if "replay_of" in res else "")
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )

@@ -611,6 +611,7 @@ class ErasureMethods(_Configured):
         privacy_key: CommitmentKey | str | os.PathLike[str] | None = None,
         subject_ids: Iterable[str] = (),
         progress: Callable[[ReplayedScope], None] | None = None,
+        jobs: int = 1,
     ) -> ReplayResult:
         """After a restore: re-erase what came back of every erasure ``source`` (a
         receipt archive directory or a :class:`ReceiptLog`) attests.
@@ -627,8 +628,12 @@ class ErasureMethods(_Configured):
         the erasure) and left alone. ``dry_run`` lists what reappeared and changes
         nothing. Returns a :class:`ReplayResult` (counts; ``ok`` is False if a scope
         failed or a receipt was rejected); failures are counted there, not raised.
+        ``jobs`` > 1 verifies the receipts in that many forked processes (as ``receipt
+        verify --jobs``): only from a process without other threads.
         """
         key, keys, ids = self._replay_args(trust, privacy_key, subject_ids)
+        if type(jobs) is not int or jobs < 1:
+            raise ConfigurationError(f"jobs= must be a positive integer, not {jobs!r}")
         with _replay.guard_off():
             if dry_run:
                 self._eraser.db.resolve_store()
@@ -637,7 +642,7 @@ class ErasureMethods(_Configured):
                 self._eraser.db.prepare()
             return self._replayed(_replay.replay(
                 self._eraser, source, keys, dry_run=dry_run, privacy_key=key, subject_ids=ids,
-                progress=progress,
+                progress=progress, jobs=jobs,
             ))  # fmt: skip
 
     def purge_journal(self, older_than: timedelta | datetime) -> int:

@@ -7,11 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
+from .._batch import default_jobs
 from ..errors import Error, InputError
 from ..verify import _display
 from ._app import (
     DB_HELP,
     AllowInsecureKey,
+    JobsOption,
     PasswordEnv,
     Verbose,
     _check_archive,
@@ -60,6 +62,7 @@ def replay(
         Path | None,
         typer.Option("--subject-ids", help="file of subject ids, one per line (privacy mode)"),
     ] = None,
+    jobs: JobsOption = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
@@ -107,8 +110,9 @@ def replay(
             _die(f"--log: {exc.message}", EXIT_USAGE, reason=exc.reason)
     with _open_saver(db, signer, target) as saver:
         result = saver.replay_erasures(
-            source, dry_run=dry_run, trust=trusted, subject_ids=ids, **key_kw
-        )
+            source, dry_run=dry_run, trust=trusted, subject_ids=ids,
+            jobs=default_jobs() if jobs is None else jobs, **key_kw,
+        )  # fmt: skip
     doc = result.to_json()
     if as_json:
         _emit_json({"ok": result.ok, "exit_code": 0 if result.ok else EXIT_INVALID, **doc})

@@ -71,7 +71,7 @@ def timed(argv: list[str]) -> float:
 def guard_cost(db: Path, archive: Path, rounds: int) -> dict[str, Any]:
     out: dict[str, list[float]] = {"plain": [], "guard": []}
     for r in range(rounds):
-        for mode in (("plain", "guard") if r % 2 == 0 else ("guard", "plain")):
+        for mode in ("plain", "guard") if r % 2 == 0 else ("guard", "plain"):
             kw = {"check_erasures": archive} if mode == "guard" else {}
             with AttestingSqliteSaver.from_conn_string(str(db), signer=SIGNER, **kw) as s:
                 t0 = time.perf_counter()

@@ -277,3 +277,55 @@ def test_async_replay_and_guard(erased: dict[str, Any], signer: Signer) -> None:
     assert second.ok and second.re_erased == 3
     assert thread_rows(db, ALICE, *CAROL) == 0
     assert checkpoints(db, DAVE) == erased["kept"]
+
+
+def test_privacy_mode_subject_replays_with_its_key_and_id(tmp_path: Path, signer: Signer) -> None:
+    from erasure_receipts import CommitmentKey
+
+    db, archive, copy = tmp_path / "app.db", tmp_path / "receipts", tmp_path / "backup.db"
+    key = CommitmentKey.generate()
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        graph = build_graph(s, None)  # type: ignore[arg-type]
+        for t in CAROL:
+            talk(graph, t, f"carol here on {t}")
+        talk(graph, BOB, "bob")
+        backup(db, copy)
+        original = s.erase_subject(
+            "carol", threads=CAROL, privacy="commitments", commitment_key=key
+        )
+    assert "carol" not in json.dumps(original.statement)
+    restore(copy, db)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        no_key = s.replay_erasures(archive)
+        assert no_key.failed == 1 and "commitment key" in (no_key.scopes[0].reason or "")
+        no_id = s.replay_erasures(archive, privacy_key=key, subject_ids=["mallory"])
+        assert no_id.failed == 1 and "subject_ids" in (no_id.scopes[0].reason or "")
+        assert thread_rows(db, *CAROL) > 0  # nothing happened on a failed scope
+        done = s.replay_erasures(archive, privacy_key=key, subject_ids=["mallory", "carol"])
+    assert done.ok and done.re_erased == 1 and thread_rows(db, *CAROL) == 0
+    [new] = done.receipts
+    v = verify_receipt(new.to_json(), [signer.public_key])
+    p = v.statement["predicate"]
+    assert p["replay_of"] == original.receipt_id
+    assert p["scope"]["subject"] == original.predicate["scope"]["subject"]  # same commitment
+    assert "carol" not in json.dumps(v.statement)
+    assert len(rows(db, "checkpoints", "thread_id = ?", (BOB,))) > 0
+
+
+def test_history_replay_refuses_a_restore_older_than_the_kept_state(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db, archive, copy = tmp_path / "app.db", tmp_path / "receipts", tmp_path / "backup.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        graph = build_graph(s, None)  # type: ignore[arg-type]
+        talk(graph, DAVE, "one", "two")
+        backup(db, copy)  # the backup holds neither the kept state nor what followed
+        talk(graph, DAVE, "three")
+        s.erase_history(DAVE)
+    restore(copy, db)
+    before = checkpoints(db, DAVE)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        result = s.replay_erasures(archive)
+    assert not result.ok and result.failed == 1
+    assert "predates the state it kept" in (result.scopes[0].reason or "")
+    assert checkpoints(db, DAVE) == before  # nothing erased on a failed scope

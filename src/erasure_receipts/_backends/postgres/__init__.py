@@ -45,12 +45,14 @@ from .journal import (
     is_erased,
     journal_receipts,
     mark_issued,
+    namespace_erased,
     pending_journal,
     purge_journal,
     record_statement,
     redact_journal,
     release_lease,
     reopen,
+    reopen_namespace,
     still_pending,
     take_lease,
     tombstone_bound,
@@ -130,6 +132,7 @@ __all__ = [
     "locate",
     "mark_issued",
     "namespace_condition",
+    "namespace_erased",
     "newest_ids",
     "pending_journal",
     "plan_keep_latest",
@@ -138,6 +141,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "reopen_namespace",
     "retryable",
     "run_in_flight",
     "schema_installed",
@@ -205,6 +209,14 @@ class PostgresJournal:
     def is_erased(self, session: Session, thread_id: str) -> bool:
         """:func:`is_erased`."""
         return is_erased(session, thread_id)
+
+    def reopen_namespace(self, session: Session, prefix: str) -> bool:
+        """:func:`reopen_namespace`."""
+        return reopen_namespace(session, prefix)
+
+    def namespace_erased(self, session: Session, prefix: str) -> str | None:
+        """:func:`namespace_erased`."""
+        return namespace_erased(session, prefix)
 
     def tombstone_bound(self, session: Session, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

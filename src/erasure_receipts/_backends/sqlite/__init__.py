@@ -41,12 +41,14 @@ from .journal import (
     journal_receipts,
     lease_file,
     mark_issued,
+    namespace_erased,
     pending_journal,
     purge_journal,
     record_statement,
     redact_journal,
     release_lease,
     reopen,
+    reopen_namespace,
     still_pending,
     take_lease,
     tombstone_bound,
@@ -117,6 +119,7 @@ __all__ = [
     "locate",
     "mark_issued",
     "namespace_condition",
+    "namespace_erased",
     "newest_ids",
     "pending_journal",
     "plan_keep_latest",
@@ -125,6 +128,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "reopen_namespace",
     "residue_scan",
     "run_in_flight",
     "scrub",
@@ -196,6 +200,14 @@ class SqliteJournal:
     def is_erased(self, conn: sqlite3.Connection, thread_id: str) -> bool:
         """:func:`is_erased`."""
         return is_erased(conn, thread_id)
+
+    def reopen_namespace(self, conn: sqlite3.Connection, prefix: str) -> bool:
+        """:func:`reopen_namespace`."""
+        return reopen_namespace(conn, prefix)
+
+    def namespace_erased(self, conn: sqlite3.Connection, prefix: str) -> str | None:
+        """:func:`namespace_erased`."""
+        return namespace_erased(conn, prefix)
 
     def tombstone_bound(self, conn: sqlite3.Connection, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

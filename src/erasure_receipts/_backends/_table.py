@@ -114,6 +114,9 @@ class TableBackend:
     store_prefixes: list[str]
     """The ``.``-joined store namespaces erased as rows of this database: what
     :meth:`write_store_tombstones` tombstones (RECEIPT_SPEC.md 8.1)."""
+    tombstone_store: bool = True
+    """False for namespaces a saver's ``namespaces_for`` mapped the thread to: erasing
+    one conversation must not close the user's memory for good."""
     keep: str
     _parts: list[Part]
     _plan: KeepLatest | None
@@ -194,13 +197,13 @@ class TableBackend:
     def store_tombstoned(self) -> bool:
         """Whether a tombstone of this erasure also tombstones its store prefixes: only
         store rows of this database, which its triggers guard (a swept store has none)."""
-        return bool(self.store_prefixes)
+        return bool(self.store_prefixes) and self.tombstone_store
 
     def write_store_tombstones(self, receipt_id: str, erased_at: str) -> None:
         """Inside the transaction: tombstone each store prefix (the store triggers then
         refuse a ``put`` there or below); an existing tombstone keeps its receipt."""
         p = self.PARAM
-        for prefix in self.store_prefixes:
+        for prefix in self.store_prefixes if self.store_tombstoned else ():
             self._run(
                 "INSERT INTO erasure_store_tombstones (prefix, receipt_id, erased_at) "
                 f"VALUES ({p}, {p}, {p}) ON CONFLICT (prefix) DO NOTHING",

@@ -145,6 +145,7 @@ class _PgDatabase:
             kept=request.kept,
             removed=request.removed,
             tombstone_policy=saver._eraser.tombstone_policy,
+            tombstone_store=not request.mapped_store,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:

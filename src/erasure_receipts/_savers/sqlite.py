@@ -129,6 +129,7 @@ class _SqliteDatabase:
             kept=request.kept,
             removed=request.removed,
             tombstone_policy=self.saver._eraser.tombstone_policy,
+            tombstone_store=not request.mapped_store,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:

@@ -212,6 +212,7 @@ class PostgresBackend(TableBackend):
         kept: Sequence[Sequence[str]] = (),
         removed: Removed | None = None,
         tombstone_policy: str = "new_conversations",
+        tombstone_store: bool = True,
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
@@ -242,6 +243,7 @@ class PostgresBackend(TableBackend):
         self.threads = list(threads) if threads is not None else [thread_id]
         units = bool(threads)  # a namespace erasure (no thread) is one tree
         self.store_prefixes = [".".join(ns) for ns in store_rows_namespaces]
+        self.tombstone_store = tombstone_store
         specs = [
             (table, "checkpoints", "thread_id = %s", [t], f"thread:{t}" if units else "")
             for t in self.threads
@@ -401,7 +403,7 @@ class PostgresBackend(TableBackend):
                 'fresh_after = GREATEST(fresh_after COLLATE "C", %s) WHERE thread_id = %s',
                 (self._policy, bound, t),
             )
-        if self.store_prefixes:  # the store's prefixes too, guarded by its trigger
+        if self.store_tombstoned:  # the store's prefixes too, guarded by its trigger
             self.write_store_tombstones(receipt_id, erased_at)
 
     def find_needles(

@@ -232,6 +232,7 @@ class SqliteBackend(TableBackend):
         kept: Sequence[Sequence[str]] = (),
         removed: Removed | None = None,
         tombstone_policy: str = "new_conversations",
+        tombstone_store: bool = True,
     ) -> None:
         self.extra_residue = extra_residue
         self.tombstone_policy = tombstone_policy
@@ -252,6 +253,7 @@ class SqliteBackend(TableBackend):
         self.threads = list(threads) if threads is not None else [thread_id]
         units = bool(threads)  # a namespace erasure (no thread) is one tree
         self.store_prefixes = [".".join(ns) for ns in store_rows_namespaces]
+        self.tombstone_store = tombstone_store
         self._parts: list[Part] = [
             SqlTablePart(conn, table, "checkpoints", "thread_id = ?", [t],
                          unit=f"thread:{t}" if units else "")
@@ -369,7 +371,7 @@ class SqliteBackend(TableBackend):
             [(t, self.tombstone_policy, fresh_after(erased_at, self._newest.get(t)))
              for t in self.threads],
         )  # fmt: skip
-        if self.store_prefixes:  # the store's prefixes too, guarded by its triggers
+        if self.store_tombstoned:  # the store's prefixes too, guarded by its triggers
             ensure_store_triggers(self.conn)
             self.write_store_tombstones(receipt_id, erased_at)
 

@@ -394,21 +394,27 @@ def test_store_outside_the_database_is_refused(tmp_path: Path, signer: Signer) -
 
     mem = InMemoryStore()
     mem.put(ALICE, "k", {"v": 1})
-    with saver_on(tmp_path / "app.db", signer, mem) as saver:
-        with pytest.raises(ConfigurationError, match="does not keep its items"):
-            saver.erase_namespace(ALICE)
+    with (
+        saver_on(tmp_path / "app.db", signer, mem) as saver,
+        pytest.raises(ConfigurationError, match="does not keep its items"),
+    ):
+        saver.erase_namespace(ALICE)
     assert mem.get(ALICE, "k") is not None
-    with AttestingSqliteSaver.from_conn_string(str(tmp_path / "x.db"), signer=signer) as bare:
-        with pytest.raises(ConfigurationError, match="store="):
-            bare.erase_namespace(ALICE)
+    with (
+        AttestingSqliteSaver.from_conn_string(str(tmp_path / "x.db"), signer=signer) as bare,
+        pytest.raises(ConfigurationError, match="store="),
+    ):
+        bare.erase_namespace(ALICE)
 
 
 def test_authorization_is_refused_before_anything(tmp_path: Path, signer: Signer) -> None:
     db = tmp_path / "app.db"
     store = seed(db)
-    with saver_on(db, signer, store) as saver:
-        with pytest.raises(ConfigurationError, match="authorization"):
-            saver.erase_namespace(ALICE, authorization=object())  # type: ignore[arg-type]
+    with (
+        saver_on(db, signer, store) as saver,
+        pytest.raises(ConfigurationError, match="authorization"),
+    ):
+        saver.erase_namespace(ALICE, authorization=object())  # type: ignore[arg-type]
     assert len(under(db, "users.alice")) == 3
     store.conn.close()
 

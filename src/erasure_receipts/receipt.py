@@ -473,15 +473,20 @@ def _scope(v: Any, kind: str, full: bool) -> None:
 
 def _namespace_scope(sc: Any) -> None:
     """Kind ``namespace`` (RECEIPT_SPEC.md 9.7): the erased prefix (labels without
-    ``.``; a commitment in privacy mode), named again as the only store namespace."""
+    ``.``; a commitment in privacy mode) and one store namespace (the verifier checks
+    that it is the prefix: ``scope_mismatch``)."""
     _obj(sc, "predicate.scope", _K_SCOPE_NAMESPACE, _K_SCOPE_NAMESPACE_OPT)
     labels = _list(sc["namespace"], "predicate.scope.namespace", 1)
     for i, label in enumerate(labels):
         _str(label, ("predicate.scope.namespace", i))
         if "." in label and not label.startswith("hmac-sha256:"):
             raise _fail(("predicate.scope.namespace", i), "a label must not contain '.'")
-    if sc["store_namespaces"] != [labels]:
-        raise _fail("predicate.scope.store_namespaces", "must be [scope.namespace]")
+    path: JPath = "predicate.scope.store_namespaces"
+    for i, ns in enumerate(_list(sc["store_namespaces"], path, 1)):
+        for j, part in enumerate(_list(ns, (path, i), 1)):
+            _str(part, (path, i, j))
+    if len(sc["store_namespaces"]) != 1:
+        raise _fail(path, "must name exactly one namespace (scope.namespace)")
     if type(sc["tombstone"]) is not bool:
         raise _fail("predicate.scope.tombstone", "must be a boolean")
     if "privacy" in sc:

@@ -280,6 +280,8 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
     if "kind" not in p:
         return  # issued before kinds: its methods and tables followed an earlier layout
     if p["kind"] == "namespace":  # 9.7: store rows of the saver's database only
+        if namespaces != [p["scope"]["namespace"]]:
+            raise mismatch("a namespace receipt's store_namespaces must be [scope.namespace]")
         if tables - STORE_TABLES or methods != {"store": "atomic-transaction"}:
             raise mismatch(
                 'a namespace receipt lists store tables only, with methods {"store": '

@@ -1097,7 +1097,8 @@ NAMESPACE = ("users", "alice")
 def _vector_row(prefix: str, key: str) -> Row:
     cols = (("prefix", prefix), ("key", key), ("field_name", "text"),
             ("embedding", b"\x00\x00\x80\x3f\x00\x00\x80\x3f"),
-            ("created_at", "2026-10-01 08:00:00"), ("updated_at", "2026-10-01 08:00:00"))  # fmt: skip
+            ("created_at", "2026-10-01 08:00:00"),
+            ("updated_at", "2026-10-01 08:00:00"))  # fmt: skip
     return "store_vectors", digest.encode_row("store_vectors", (prefix, key, "text"), cols)
 
 

@@ -20,7 +20,7 @@ from erasure_receipts.verify import check_semantics, scope_id
 from receipt_factory import SCHEMA_PATH, TRUSTED
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "golden"))
-from make_corpus import namespace_statement, thread_kind_statement  # noqa: E402
+from make_corpus import namespace_statement, thread_kind_statement
 
 SCHEMA = jsonschema.Draft202012Validator(json.loads(Path(SCHEMA_PATH).read_text()))
 KEY = bytes(range(32))

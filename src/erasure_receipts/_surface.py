@@ -555,6 +555,8 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        privacy: str | None = None,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
     ) -> Receipt:
         """Erase every store item under ``prefix`` (whole labels: ``("users", "al")``
         never touches ``("users", "alice")``; sub-namespaces, TTL-expired items and
@@ -568,10 +570,13 @@ class ErasureMethods(_Configured):
         ``ConfigurationError`` / ``ArgumentTypeError`` for a bad prefix (empty, an empty
         label, a label with ``.``), ``ErasureIncompleteError`` if anything fails.
         ``authorization`` is refused (authorizations name threads and subjects).
+        ``privacy="commitments"`` with a ``commitment_key``: the receipt, journal and
+        errors name the prefix by its commitment (the tombstone keeps the raw prefix).
         """
         erasure = _namespace.namespace_request(
             self._eraser, prefix, tombstone=tombstone, allow_empty=allow_empty,
             needles=needles, request=request, authorization=authorization,
+            privacy=privacy, commitment_key=commitment_key,
         )  # fmt: skip
         self._eraser.preflight()
         self._eraser.db.prepare()
@@ -880,11 +885,14 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        privacy: str | None = None,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_namespace`."""
         erasure = _namespace.namespace_request(
             self._eraser, prefix, tombstone=tombstone, allow_empty=allow_empty,
             needles=needles, request=request, authorization=authorization,
+            privacy=privacy, commitment_key=commitment_key,
         )  # fmt: skip
         self._eraser.preflight()
         await self._adb.aprepare()

@@ -516,3 +516,28 @@ def test_namespaces_for_mapping_is_erased_but_not_tombstoned(
     assert under(db, "users.alice") == []
     assert plain_put(db, "users.alice").returncode == 0
     store.conn.close()
+
+
+def test_privacy_mode_names_the_prefix_by_its_commitment(tmp_path: Path, signer: Signer) -> None:
+    """The receipt and the journal name the prefix by its commitment; the tombstone keeps
+    the raw prefix (a trigger cannot compute an HMAC), and still refuses plain writers."""
+    from erasure_receipts import CommitmentKey
+
+    db = tmp_path / "app.db"
+    store = seed(db)
+    key = CommitmentKey.generate()
+    c = key.commit("store_namespace", "users.alice")
+    with saver_on(db, signer, store) as saver:
+        r = saver.erase_namespace(ALICE, privacy="commitments", commitment_key=key)
+        with pytest.raises(NothingToEraseError) as err:
+            saver.erase_namespace(("users", "alicia", "x"), privacy="commitments",
+                                  commitment_key=key)  # fmt: skip
+    assert "alicia" not in err.value.message
+    assert r.predicate["scope"]["namespace"] == [c]
+    assert r.statement["subject"][0]["name"] == f"langgraph-store-namespace:{c}"
+    assert verify_receipt(r.to_json(), [signer.public_key])
+    text = json.dumps(rows(db, "erasure_journal"), default=lambda b: b.decode("utf-8", "replace"))
+    assert "users.alice" not in text and c in text
+    assert rows(db, "erasure_store_tombstones", "prefix = 'users.alice'") != []
+    assert plain_put(db, "users.alice.x").returncode == 7
+    store.conn.close()

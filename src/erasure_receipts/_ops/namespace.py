@@ -25,8 +25,9 @@ from typing import Any
 from .._engine.eraser import Eraser, ThreadDigest
 from .._engine.seams import ResidueScan
 from .._engine.types import ErasureRequest
-from ..errors import ArgumentTypeError, ConfigurationError, NothingToEraseError
+from ..errors import ArgumentTypeError, ConfigurationError, Error, NothingToEraseError
 from ..receipt import Receipt
+from .subject import _commitment_key
 
 __all__ = [
     "digest_namespace",
@@ -78,11 +79,15 @@ def namespace_request(
     needles: Iterable[str] = (),
     request: Any = None,
     authorization: Any = None,
+    privacy: Any = None,
+    commitment_key: Any = None,
 ) -> ErasureRequest:
     """The request of one namespace erasure (refused before anything is read when the
     saver has no store, or when an authorization is given: authorizations name threads
-    and subjects only)."""
+    and subjects only). ``privacy="commitments"``: the receipt, journal and errors name
+    the prefix by its commitment (RECEIPT_SPEC.md 9.5, label ``store_namespace``)."""
     labels = prefix_of(prefix)
+    key = _commitment_key(privacy, commitment_key)
     if er.store is None:
         raise ConfigurationError("erase_namespace needs the saver's store= (the store to erase)")
     if authorization is not None:
@@ -93,7 +98,7 @@ def namespace_request(
     values = _needles(needles)
     base = ErasureRequest(
         ".".join(labels), (labels,), bool(tombstone), bool(allow_empty), kind="namespace",
-        needles=values, needle_scope="database",
+        needles=values, needle_scope="database", privacy=key,
     )  # fmt: skip
     return er.with_context(base, request, None)
 
@@ -122,6 +127,9 @@ def _in_database(er: Eraser) -> None:
 def erase_namespace(er: Eraser, request: ErasureRequest, residue_scan: ResidueScan) -> Receipt:
     """Measure, delete, tombstone and sign one namespace (after ``Database.prepare``)."""
     _in_database(er)
+    key = request.privacy
+    if key is not None:  # recover_receipts() opens the sealed journal entry with it
+        er.commitment_keys[key.key_id] = key
     try:
         return er.erase(request, residue_scan)
     except NothingToEraseError as exc:
@@ -131,6 +139,33 @@ def erase_namespace(er: Eraser, request: ErasureRequest, residue_scan: ResidueSc
             "(allow_empty=True attests an empty scope)",
         )
         raise
+    except Error as exc:
+        if key is None:
+            raise
+        concealed = _concealed(exc, request)
+    raise concealed
+
+
+def _concealed(exc: Error, request: ErasureRequest) -> Error:
+    """Privacy mode: ``exc`` with the prefix (in any spelling) replaced by its
+    commitment, and no chained cause (a database error's text could name it)."""
+    labels = request.store_namespaces[0]
+    shown = request.journal_id
+    spellings = sorted({".".join(labels), "/".join(labels), repr(labels), repr(list(labels))},
+                       key=len, reverse=True)  # fmt: skip
+
+    def hide(v: Any) -> Any:
+        if isinstance(v, str):
+            for raw in spellings:
+                v = v.replace(raw, shown)
+        return v
+
+    exc.args = tuple(hide(a) for a in exc.args)
+    if hasattr(exc, "locations"):
+        exc.locations = [{k: hide(x) for k, x in loc.items()} for loc in exc.locations]
+    exc.__cause__ = exc.__context__ = None
+    exc.__suppress_context__ = True
+    return exc
 
 
 def digest_namespace(er: Eraser, request: ErasureRequest) -> ThreadDigest:

@@ -481,12 +481,7 @@ def _namespace_scope(sc: Any) -> None:
         _str(label, ("predicate.scope.namespace", i))
         if "." in label and not label.startswith("hmac-sha256:"):
             raise _fail(("predicate.scope.namespace", i), "a label must not contain '.'")
-    path: JPath = "predicate.scope.store_namespaces"
-    for i, ns in enumerate(_list(sc["store_namespaces"], path, 1)):
-        for j, part in enumerate(_list(ns, (path, i), 1)):
-            _str(part, (path, i, j))
-    if len(sc["store_namespaces"]) != 1:
-        raise _fail(path, "must name exactly one namespace (scope.namespace)")
+    # store_namespaces: as for every kind (below); that it is [namespace] is semantics.
     if type(sc["tombstone"]) is not bool:
         raise _fail("predicate.scope.tombstone", "must be a boolean")
     if "privacy" in sc:

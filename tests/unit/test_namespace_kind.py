@@ -64,8 +64,8 @@ def test_a_namespace_statement_is_valid_everywhere() -> None:
         {"namespace": [""], "store_namespaces": [[""]]},
         {"namespace": ["users.alice"], "store_namespaces": [["users.alice"]]},
         {"namespace": ["users", 3], "store_namespaces": [["users", 3]]},
-        {"store_namespaces": []},
-        {"store_namespaces": [["users", "alice"], ["users", "bob"]]},
+        {"store_namespaces": [[]]},
+        {"store_namespaces": "users.alice"},
         {"tombstone": "yes"},
         {"thread_id": "t"},
         {"checkpoint_namespaces": "all"},
@@ -81,13 +81,19 @@ def test_broken_namespace_scopes_are_schema_errors(over: dict[str, Any]) -> None
     assert not SCHEMA.is_valid(file_doc(st))
 
 
-def test_semantic_rules() -> None:
-    st = namespace_statement(store_namespaces=[["users", "bob"]])
-    validate_statement(st)
+@pytest.mark.parametrize(
+    "namespaces", [[["users", "bob"]], [], [["users", "alice"], ["users", "alice"]]]
+)
+def test_store_namespaces_must_be_the_namespace(namespaces: list[list[str]]) -> None:
+    st = namespace_statement(store_namespaces=namespaces)
+    both_paths(st)
     assert SCHEMA.is_valid(file_doc(st))  # the schema cannot compare the two members
     with pytest.raises(ReceiptSemanticsError) as err:
         check_semantics(st)
     assert err.value.reason == "scope_mismatch"
+
+
+def test_semantic_rules() -> None:
     st = namespace_statement()
     st["subject"][0]["name"] = "langgraph-thread:users.alice"
     with pytest.raises(ReceiptSemanticsError) as err:

@@ -541,3 +541,31 @@ def test_privacy_mode_names_the_prefix_by_its_commitment(tmp_path: Path, signer:
     assert rows(db, "erasure_store_tombstones", "prefix = 'users.alice'") != []
     assert plain_put(db, "users.alice.x").returncode == 7
     store.conn.close()
+
+
+def test_async_store_on_the_savers_own_connection(tmp_path: Path, signer: Signer) -> None:
+    """An ``AsyncSqliteStore`` sharing the async saver's aiosqlite connection: erased in
+    the saver's transaction, and refused afterwards on that very connection."""
+    import aiosqlite
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    db = tmp_path / "app.db"
+
+    async def main() -> None:
+        # autocommit, as AsyncSqliteStore's own BEGIN/COMMIT need
+        async with aiosqlite.connect(db, isolation_level=None) as conn:
+            store = AsyncSqliteStore(conn)
+            await store.setup()
+            await store.aput(ALICE, "a", {"v": 1})
+            await store.aput(PREFS, "b", {"v": 2})
+            await store.aput(ALICIA, "c", {"v": 3})
+            saver = AsyncAttestingSqliteSaver(conn, signer=signer, store=store)
+            r = await saver.aerase_namespace(ALICE)
+            assert r.predicate["pre_state"]["tables"]["store"]["rows"] == 2
+            with pytest.raises(sqlite3.IntegrityError, match="store namespace erased"):
+                await store.aput(PREFS, "again", {"v": 1})
+            assert [i.key for i in await store.asearch(ALICIA)] == ["c"]
+
+    asyncio.run(main())
+    assert under(db, "users.alice") == []
+    assert len(under(db, "users.alicia")) == 1

@@ -684,7 +684,7 @@ def statement_is_valid(st: Any) -> bool:
     sc = p.get("scope")
     if p.get("kind", "thread") != "thread" or type(sc) is not dict:
         return False
-    if not sc.keys() <= _K_SCOPE | {"tombstone_policy"}:
+    if not sc.keys() <= _K_SCOPE | {"tombstone_policy", "store_tombstone"}:
         return False
     try:
         _validate(st, False)

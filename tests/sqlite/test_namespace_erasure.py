@@ -569,3 +569,18 @@ def test_async_store_on_the_savers_own_connection(tmp_path: Path, signer: Signer
     asyncio.run(main())
     assert under(db, "users.alice") == []
     assert len(under(db, "users.alicia")) == 1
+
+
+def test_subject_erasure_tombstones_its_store_namespaces(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "app.db"
+    store = seed(db)
+    with saver_on(db, signer, store) as saver:
+        saver.put({"configurable": {"thread_id": "alice-1", "checkpoint_ns": ""}},
+                  _checkpoint(), {}, {})  # fmt: skip
+        r = saver.erase_subject("alice", threads=["alice-1"], store_namespaces=[ALICE])
+        assert r.predicate["scope"]["store_tombstone"] is True
+        assert verify_receipt(r.to_json(), [signer.public_key])
+        assert saver.is_namespace_erased(PREFS)
+    assert plain_put(db, "users.alice.prefs").returncode == 7
+    assert plain_put(db, "users.alicia").returncode == 0
+    store.conn.close()

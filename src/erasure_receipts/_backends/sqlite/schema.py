@@ -168,12 +168,14 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
 def _store_triggers_at_setup(conn: sqlite3.Connection) -> None:
     """Store triggers for a store that shares the file, when one is missing (an erasure
     that tombstones a prefix creates them too, in its own transaction)."""
-    have = {r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE name LIKE 'erasure_store_tombstone_%' "
-        "OR name IN ('store', 'store_vectors')"
-    )}  # fmt: skip
-    want = sum(1 for t in ("store", "store_vectors") if t in have) * 2
-    if want and len(have - {"store", "store_vectors"}) < want:
+    rows = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger') "
+        "AND tbl_name IN ('store', 'store_vectors')"
+    ).fetchall()
+    tables = [n for t, n in rows if t == "table" and n in ("store", "store_vectors")]
+    triggers = {n for t, n in rows if t == "trigger"}
+    want = {f"erasure_store_tombstone_{t}_{e}" for t in tables for e in ("insert", "update")}
+    if not want <= triggers:
         conn.execute("BEGIN IMMEDIATE")
         try:
             ensure_store_triggers(conn)

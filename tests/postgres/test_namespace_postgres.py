@@ -301,3 +301,27 @@ def test_pg_async_saver(pg_db: str, signer: Signer) -> None:
     asyncio.run(main())
     assert bystanders(pg_db) == kept
     assert len(under(pg_db, "users.alice")) == 1
+
+
+def test_pg_an_older_store_trigger_function_is_replaced(pg_db: str, signer: Signer) -> None:
+    from erasure_receipts._backends.postgres.schema import STORE_SCHEMA_VERSION
+
+    def version() -> Any:
+        with psycopg.connect(pg_db) as c:
+            row = c.execute(
+                "SELECT obj_description(to_regprocedure("
+                "'erasure_receipts_refuse_erased_store()'), 'pg_proc')"
+            ).fetchone()
+        return None if row is None else row[0]
+
+    with (
+        seeded(pg_db) as store,
+        AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, store=store) as saver,
+    ):
+        saver.erase_namespace(("users", "al"))
+        assert version() == STORE_SCHEMA_VERSION
+        with psycopg.connect(pg_db, autocommit=True) as c:
+            c.execute("COMMENT ON FUNCTION erasure_receipts_refuse_erased_store() IS 'old'")
+        saver.erase_namespace(ALICE)
+        assert version() == STORE_SCHEMA_VERSION
+        assert plain_put(pg_db, "users.alice.x").returncode == 7

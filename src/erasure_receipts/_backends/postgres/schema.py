@@ -336,6 +336,8 @@ $fn$"""
 schema-qualified like the checkpoint tables' one."""
 
 STORE_TABLES = ("store", "store_vectors")
+STORE_SCHEMA_VERSION = "erasure_receipts store tombstones 1"
+"""The store trigger function's comment: an older body is replaced in place."""
 
 
 def ensure_store_tombstones(session: Session) -> None:
@@ -344,11 +346,13 @@ def ensure_store_tombstones(session: Session) -> None:
     ``store_vectors`` exist (each created once; read-only when all are there)."""
     rows = session.query(
         "SELECT to_regclass('erasure_store_tombstones') IS NOT NULL, "
-        "to_regprocedure('erasure_receipts_refuse_erased_store()') IS NOT NULL, "
+        "obj_description(to_regprocedure('erasure_receipts_refuse_erased_store()'), "
+        "'pg_proc') IS NOT DISTINCT FROM %s, "
         "array(SELECT c.relname::text FROM pg_class c WHERE c.oid IN "
         "(to_regclass('store'), to_regclass('store_vectors')) AND NOT EXISTS "
         "(SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid "
-        "AND g.tgname = 'erasure_store_tombstone'))"
+        "AND g.tgname = 'erasure_store_tombstone'))",
+        (STORE_SCHEMA_VERSION,),
     )
     table, function, missing = rows[0]
     if table and function and not missing:
@@ -358,6 +362,10 @@ def ensure_store_tombstones(session: Session) -> None:
         schema = str(session.query("SELECT current_schema()")[0][0])
         quoted = '"' + schema.replace('"', '""') + '"'
         session.execute(STORE_TRIGGER_FUNCTION_SQL.replace("{schema}", quoted))
+        session.execute(
+            "COMMENT ON FUNCTION erasure_receipts_refuse_erased_store() "
+            f"IS '{STORE_SCHEMA_VERSION}'"
+        )
     for name in missing:
         session.execute(
             f'CREATE TRIGGER erasure_store_tombstone BEFORE INSERT OR UPDATE OF prefix ON "{name}" '

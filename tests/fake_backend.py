@@ -275,6 +275,7 @@ class FakeBackend:
     saver: str = "FakeSaver"
     store: str | None = None
     tombstone_policy: str = "refuse_all"  # the fake's tombstone refuses every write
+    store_tombstoned: bool = False  # the fake has no store tombstones
 
     def __init__(self, mem: Memory, request: ErasureRequest, faults: Faults) -> None:
         self.mem = mem
@@ -530,6 +531,12 @@ class FakeJournal:
         fire(self.faults, "replay_state")
         threads = {k[0] for k in mem.tables[CHECKPOINTS]}
         return set(mem.journal), threads, set(mem.tombstones)
+
+    def reopen_namespace(self, mem: Memory, prefix: str, /) -> bool:
+        return False  # the fake has no store tombstones
+
+    def namespace_erased(self, mem: Memory, prefix: str, /) -> str | None:
+        return None
 
     def idle_threads(
         self, mem: Memory, before: str, after: str | None, limit: int, /

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar, cast
 from ._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
 from ._engine.seams import Database, ResidueScan
 from ._ops import history as _history
+from ._ops import namespace as _namespace
 from ._ops import replay as _replay
 from ._ops import subject as _subject
 from ._ops.history import Progress, SweepResult
@@ -645,6 +646,64 @@ class ErasureMethods(_Configured):
                 progress=progress, jobs=jobs,
             ))  # fmt: skip
 
+    # -- store namespaces (RECEIPT_SPEC.md 8.1, 9.7) -------------------------------------
+
+    def erase_namespace(
+        self,
+        prefix: Sequence[str],
+        *,
+        tombstone: bool = True,
+        needles: Iterable[str] = (),
+        allow_empty: bool = False,
+        residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+        privacy: str | None = None,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
+    ) -> Receipt:
+        """Erase every store item under ``prefix`` (whole labels: ``("users", "al")``
+        never touches ``("users", "alice")``; sub-namespaces, TTL-expired items and
+        ``store_vectors`` rows included) in one transaction, into one receipt (kind
+        ``namespace``). With ``tombstone`` the database then refuses every ``put`` at or
+        below the prefix, from any process (``reopen_namespace`` lifts it). With
+        ``needles``, the whole database is searched after the deletion, before commit.
+
+        The store must keep its items in the saver's database. Raises
+        ``NothingToEraseError`` if nothing is under the prefix (unless ``allow_empty``),
+        ``ConfigurationError`` / ``ArgumentTypeError`` for a bad prefix (empty, an empty
+        label, a label with ``.``), ``ErasureIncompleteError`` if anything fails.
+        ``authorization`` is refused (authorizations name threads and subjects).
+        ``privacy="commitments"`` with a ``commitment_key``: the receipt, journal and
+        errors name the prefix by its commitment (the tombstone keeps the raw prefix).
+        """
+        erasure = _namespace.namespace_request(
+            self._eraser, prefix, tombstone=tombstone, allow_empty=allow_empty,
+            needles=needles, request=request, authorization=authorization,
+            privacy=privacy, commitment_key=commitment_key,
+        )  # fmt: skip
+        self._eraser.preflight()
+        self._eraser.db.prepare()
+        return _namespace.erase_namespace(self._eraser, erasure, self._eraser.scan(residue_scan))
+
+    def digest_namespace(self, prefix: Sequence[str]) -> ThreadDigest:
+        """What ``erase_namespace(prefix)`` would measure now: its pre-deletion digest
+        and per-table counts (read-only)."""
+        erasure = _namespace.namespace_request(self._eraser, prefix, tombstone=False)
+        self._eraser.db.resolve_store()
+        return _namespace.digest_namespace(self._eraser, erasure)
+
+    def reopen_namespace(self, prefix: Sequence[str]) -> bool:
+        """Remove the prefix's store tombstone (explicit opt-in to write there again);
+        True if one existed. An ancestor's tombstone still refuses writes below it."""
+        text = ".".join(_namespace.prefix_of(prefix))
+        self._eraser.db.ensure_journal()
+        return bool(self._eraser.db.run(self._eraser.journal.reopen_namespace, text))
+
+    def is_namespace_erased(self, prefix: Sequence[str]) -> bool:
+        """Whether writes to ``prefix`` are refused (it or an ancestor is tombstoned)."""
+        self._eraser.db.ensure_journal()
+        return _namespace.namespace_erased(self._eraser, prefix) is not None
+
     def purge_journal(self, older_than: timedelta | datetime) -> int:
         """Delete closed erasure-journal entries (receipt issued) of erasures older than
         ``older_than`` (an age, or a cutoff time); returns how many. Open entries and
@@ -958,6 +1017,51 @@ class AsyncErasureMethods(_Configured):
                 _replay.stale_scopes, er, er.check_erasures, [er.signer.public_key], None
             )
         self._check_erasures(lambda: stale)
+
+    async def aerase_namespace(
+        self,
+        prefix: Sequence[str],
+        *,
+        tombstone: bool = True,
+        needles: Iterable[str] = (),
+        allow_empty: bool = False,
+        residue_scan: ResidueScan | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+        privacy: str | None = None,
+        commitment_key: CommitmentKey | str | os.PathLike[str] | None = None,
+    ) -> Receipt:
+        """Async :meth:`ErasureMethods.erase_namespace`."""
+        erasure = _namespace.namespace_request(
+            self._eraser, prefix, tombstone=tombstone, allow_empty=allow_empty,
+            needles=needles, request=request, authorization=authorization,
+            privacy=privacy, commitment_key=commitment_key,
+        )  # fmt: skip
+        self._eraser.preflight()
+        await self._adb.aprepare()
+        receipt = await self._adb.flow(
+            _namespace.erase_namespace, self._eraser, erasure, self._eraser.scan(residue_scan)
+        )
+        self._eraser.set_last(receipt)  # in this task's context (the flow ran in a copy)
+        return receipt
+
+    async def adigest_namespace(self, prefix: Sequence[str]) -> ThreadDigest:
+        """Async :meth:`ErasureMethods.digest_namespace` (read-only too)."""
+        erasure = _namespace.namespace_request(self._eraser, prefix, tombstone=False)
+        await self._adb.aresolve_store()
+        return await self._adb.flow(_namespace.digest_namespace, self._eraser, erasure)
+
+    async def areopen_namespace(self, prefix: Sequence[str]) -> bool:
+        """Async :meth:`ErasureMethods.reopen_namespace`."""
+        text = ".".join(_namespace.prefix_of(prefix))
+        await self._adb.aensure_journal()
+        return bool(await self._adb.arun(self._eraser.journal.reopen_namespace, text))
+
+    async def ais_namespace_erased(self, prefix: Sequence[str]) -> bool:
+        """Async :meth:`ErasureMethods.is_namespace_erased`."""
+        await self._adb.aensure_journal()
+        found = await self._adb.flow(_namespace.namespace_erased, self._eraser, prefix)
+        return found is not None
 
     async def apurge_journal(self, older_than: timedelta | datetime) -> int:
         """Async :meth:`ErasureMethods.purge_journal`."""

@@ -246,7 +246,10 @@ _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
 _K_SCOPE_SUBJECT = frozenset(
     ("subject", "threads", "discovery", "checkpoint_namespaces", "store_namespaces", "tombstone")
 )
-_K_SCOPE_OPT = frozenset(("privacy", "tombstone_policy"))
+_K_SCOPE_OPT = frozenset(("privacy", "tombstone_policy", "store_tombstone"))
+# -- kind "namespace" (RECEIPT_SPEC.md 9.7): one store namespace prefix, no thread --
+_K_SCOPE_NAMESPACE = frozenset(("namespace", "store_namespaces", "tombstone"))
+_K_SCOPE_NAMESPACE_OPT = frozenset(("privacy",))
 TOMBSTONE_POLICIES = ("new_conversations", "refuse_all")
 """``scope.tombstone_policy``: what the tombstone refuses (RECEIPT_SPEC.md 9)."""
 _K_PRIVACY = frozenset(("mode", "key_id"))
@@ -255,8 +258,10 @@ _K_KEPT = frozenset(("digest", "leaves", "tables", "checkpoints"))
 _K_KEPT_CP = frozenset(("checkpoint_ns", "checkpoint_id"))
 _K_UNIT = frozenset(("name", "digest", "leaves", "tables"))
 _K_NEEDLES = frozenset(("commitment", "salt", "values", "forms", "searched", "occurrences_after"))
-KINDS = ("thread", "history", "subject")
+KINDS = ("thread", "history", "subject", "namespace")
 """Receipt kinds (RECEIPT_SPEC.md section 9); a predicate without ``kind`` is ``thread``."""
+AUTH_KINDS = ("thread", "history", "subject")
+"""Kinds an authorization (RECEIPT_SPEC.md 9.6) can name; ``namespace`` not (yet)."""
 _K_BACKEND = frozenset(("kind", "saver", "store", "database", "versions"))
 _K_MERKLE = frozenset(("algorithm", "leaf_encoding"))
 _K_PRE = frozenset(("digest", "leaves", "tables"))
@@ -423,14 +428,22 @@ def _state(v: Any, path: str) -> dict[str, Any]:
     return s
 
 
-_SCOPE_KEYS = {"thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT}
+_SCOPE_KEYS = {
+    "thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT,
+    "namespace": _K_SCOPE_NAMESPACE,
+}  # fmt: skip
 
 
 def _scope(v: Any, kind: str, full: bool) -> None:
     keys = _SCOPE_KEYS[kind]
+    if kind == "namespace":
+        _namespace_scope(v)
+        return
     if full or type(v) is not dict or v.keys() != keys:
         _obj(v, "predicate.scope", keys, _K_SCOPE_OPT)
     sc = v
+    if "store_tombstone" in sc and type(sc["store_tombstone"]) is not bool:
+        raise _fail("predicate.scope.store_tombstone", "must be a boolean")
 
     if kind == "subject":
         _str(sc["subject"], "predicate.scope.subject", max_len=MAX_THREAD_ID)
@@ -458,6 +471,26 @@ def _scope(v: Any, kind: str, full: bool) -> None:
             raise _fail("predicate.scope.tombstone_policy", f"must be one of {TOMBSTONE_POLICIES}")
         if sc.get("tombstone") is not True:
             raise _fail("predicate.scope.tombstone_policy", "is only allowed with a tombstone")
+
+
+def _namespace_scope(sc: Any) -> None:
+    """Kind ``namespace`` (RECEIPT_SPEC.md 9.7): the erased prefix (labels without
+    ``.``; a commitment in privacy mode) and one store namespace (the verifier checks
+    that it is the prefix: ``scope_mismatch``)."""
+    _obj(sc, "predicate.scope", _K_SCOPE_NAMESPACE, _K_SCOPE_NAMESPACE_OPT)
+    labels = _list(sc["namespace"], "predicate.scope.namespace", 1)
+    for i, label in enumerate(labels):
+        _str(label, ("predicate.scope.namespace", i))
+        if "." in label and not label.startswith("hmac-sha256:"):
+            raise _fail(("predicate.scope.namespace", i), "a label must not contain '.'")
+    # store_namespaces: as for every kind (below); that it is [namespace] is semantics.
+    if type(sc["tombstone"]) is not bool:
+        raise _fail("predicate.scope.tombstone", "must be a boolean")
+    if "privacy" in sc:
+        pr = _obj(sc["privacy"], "predicate.scope.privacy", _K_PRIVACY)
+        if pr["mode"] != "hmac-sha256":
+            raise _fail("predicate.scope.privacy.mode", 'must be "hmac-sha256"')
+        _str(pr["key_id"], "predicate.scope.privacy.key_id", is_hex64)
 
 
 def _kind_members(p: dict[str, Any], kind: str) -> None:
@@ -559,7 +592,7 @@ def _validate(st: Any, full: bool) -> None:
     _scope(p["scope"], kind, full)
     _kind_members(p, kind)
     sc = p["scope"]
-    if sc["checkpoint_namespaces"] != "all":
+    if kind != "namespace" and sc["checkpoint_namespaces"] != "all":
         raise _fail("predicate.scope.checkpoint_namespaces", 'must be "all"')
     path: JPath = "predicate.scope.store_namespaces"
     if full or not _namespaces_ok(sc["store_namespaces"]):
@@ -655,7 +688,7 @@ def statement_is_valid(st: Any) -> bool:
     sc = p.get("scope")
     if p.get("kind", "thread") != "thread" or type(sc) is not dict:
         return False
-    if not sc.keys() <= _K_SCOPE | {"tombstone_policy"}:
+    if not sc.keys() <= _K_SCOPE | {"tombstone_policy", "store_tombstone"}:
         return False
     try:
         _validate(st, False)
@@ -763,8 +796,8 @@ def _namespaces(v: Any, path: JPath) -> list[list[str]]:
 
 def _validate_scope(v: Any, path: JPath) -> dict[str, Any]:
     kind = v.get("kind") if type(v) is dict else None
-    if type(kind) is not str or kind not in KINDS:
-        raise _fail((path, "kind"), f"must be one of {', '.join(KINDS)}")
+    if type(kind) is not str or kind not in AUTH_KINDS:
+        raise _fail((path, "kind"), f"must be one of {', '.join(AUTH_KINDS)}")
     sc = _obj(v, path, _K_AUTH_SCOPE[kind])
     if kind == "subject":
         _str(sc["subject"], (path, "subject"), max_len=MAX_THREAD_ID)

@@ -30,8 +30,8 @@ from .errors import (
 )
 from .receipt import (
     _K_AUTH_SCOPE,
+    AUTH_KINDS,
     AUTHORIZATION_TYPE,
-    KINDS,
     MAX_FIELD,
     Signature,
     _validate_authorization,
@@ -271,8 +271,8 @@ def _scope_of(scope: Mapping[str, Any], kind: str | None, *, strict: bool) -> di
     kind = kind or given or "thread"
     if given is not None and given != kind:
         raise ConfigurationError(f"scope kind {given!r} differs from kind {kind!r}")
-    if kind not in KINDS:
-        raise ConfigurationError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
+    if kind not in AUTH_KINDS:
+        raise ConfigurationError(f"unknown kind {kind!r}: use one of {', '.join(AUTH_KINDS)}")
     out: dict[str, Any] = {"kind": kind}
     idkey = "subject" if kind == "subject" else "thread_id"
     if idkey not in scope:

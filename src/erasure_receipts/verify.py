@@ -178,6 +178,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         name = f"langgraph-thread:{scope['thread_id']}"
     elif kind == "history":
         name = f"langgraph-thread-history:{scope['thread_id']}"
+    elif kind == "namespace":  # 9.7
+        name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
     else:
         name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
@@ -279,6 +281,15 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         raise mismatch("store namespaces erased, but backend.store is null")
     if "kind" not in p:
         return  # issued before kinds: its methods and tables followed an earlier layout
+    if p["kind"] == "namespace":  # 9.7: store rows of the saver's database only
+        if namespaces != [p["scope"]["namespace"]]:
+            raise mismatch("a namespace receipt's store_namespaces must be [scope.namespace]")
+        if tables - STORE_TABLES or methods != {"store": "atomic-transaction"}:
+            raise mismatch(
+                'a namespace receipt lists store tables only, with methods {"store": '
+                f'"atomic-transaction"}}; got {sorted(tables)}, {dict(sorted(methods.items()))}'
+            )
+        return
     if (
         set(methods) - {"checkpoints", "store"}
         or methods.get("checkpoints") != "atomic-transaction"
@@ -344,6 +355,8 @@ def scope_id(predicate: dict[str, Any]) -> str:
     """What a receipt erased, in one string: the thread id (thread and history kinds) or
     the data subject (subject kind), as the scope names it (possibly a commitment)."""
     scope = predicate["scope"]
+    if "namespace" in scope:  # 9.7: the prefix, labels joined with "."
+        return ".".join(scope["namespace"])
     return str(scope["thread_id"] if "thread_id" in scope else scope["subject"])
 
 

@@ -113,6 +113,8 @@ def test_show_works_for_every_golden_receipt(path: Path) -> None:
         assert f"subject      {p['scope']['subject']!r}" in res.stdout
         assert f"threads      {len(p['scope']['threads'])}: " in res.stdout
         assert res.stdout.count("unit         ") == len(p["units"])
+    elif kind == "namespace":  # RECEIPT_SPEC.md 9.7: a store prefix, no thread
+        assert f"namespace    {'/'.join(p['scope']['namespace'])!r}" in res.stdout
     else:
         assert f"thread       {p['scope']['thread_id']!r}" in res.stdout
     if kind == "history":
@@ -120,7 +122,7 @@ def test_show_works_for_every_golden_receipt(path: Path) -> None:
         assert f"({p['kept_state']['leaves']} rows kept)" in res.stdout
         assert "kept cps     ''/1f0a8c3e-0003" in res.stdout
     else:
-        assert "(all checkpoint namespaces)" in res.stdout or kind == "subject"
+        assert "(all checkpoint namespaces)" in res.stdout or kind in ("subject", "namespace")
     if "needles" in p:
         assert "needles      2 value(s)" in res.stdout
     as_json = cli("show", path, "--json")

@@ -1084,6 +1084,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     cases.update(_kind_bad_cases())
     cases.update(_rule_bad_cases())
     cases.update(_replay_bad_cases())
+    cases.update(_namespace_bad_cases())
     return cases
 
 
@@ -1111,6 +1112,93 @@ def _replay_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
 # -- end of replay -------------------------------------------------------------------------
 
 
+# -- kind "namespace" (RECEIPT_SPEC.md 8.1, 9.7): one store prefix, no thread ------------
+
+NAMESPACE_ID = "4b8e2c6a-1d3f-4a5b-8c7d-2e3f4a5b6c7d"
+STORE_TOMBSTONE_ID = "5c9f3d7b-2e4a-4b6c-9d8e-3f4a5b6c7d8e"
+NAMESPACE = ("users", "alice")
+
+
+def _vector_row(prefix: str, key: str) -> Row:
+    cols = (("prefix", prefix), ("key", key), ("field_name", "text"),
+            ("embedding", b"\x00\x00\x80\x3f\x00\x00\x80\x3f"),
+            ("created_at", "2026-10-01 08:00:00"),
+            ("updated_at", "2026-10-01 08:00:00"))  # fmt: skip
+    return "store_vectors", digest.encode_row("store_vectors", (prefix, key, "text"), cols)
+
+
+def namespace_statement(**scope_over: Any) -> dict[str, Any]:
+    """``erase_namespace(("users", "alice"))``: two items under the prefix, one below it
+    (a TTL-expired one is measured like any other), and one embedding."""
+    rows = [
+        _store_row("users.alice", "notes", b'{"text": "likes tea"}'),
+        _store_row("users.alice", "profile", b'{"name": "alice"}'),
+        _store_row("users.alice.prefs", "theme", b'{"mode": "dark"}'),
+        _vector_row("users.alice", "notes"),
+    ]
+    tables = ("store", "store_vectors")
+    pre, empty = _measure(rows, tables), _measure([], tables)
+    ns = list(NAMESPACE)
+    scope = {"namespace": ns, "store_namespaces": [ns], "tombstone": True, **scope_over}
+    return build_statement(**{
+        **statement_kwargs(),
+        "receipt_id": NAMESPACE_ID, "thread_id": ".".join(ns), "store_namespaces": [ns],
+        "backend": _kind_backend(store="SqliteStore"),
+        "pre_digest": pre["digest"]["sha256"], "pre_tables": pre["tables"],
+        "post_digest": empty["digest"]["sha256"], "post_tables": empty["tables"],
+        "methods": {"store": "atomic-transaction"},
+        "checks": [_check("raw_rows_zero_in_transaction"), _check("raw_rows_zero_after_commit"),
+                   _check("api_store_search_empty")],
+        "residue": copy.deepcopy(SQLITE_RESIDUE),
+        "kind": "namespace", "scope": scope,
+        "subject_name": "langgraph-store-namespace:" + ".".join(ns),
+    })  # fmt: skip
+
+
+def _namespace_with_checkpoints(p: dict[str, Any]) -> None:
+    for state in (p["pre_state"], p["post_state"]):
+        state["tables"]["checkpoints"] = {"rows": 0, "bytes": 0}
+    p["methods"]["checkpoints"] = "atomic-transaction"
+
+
+def _namespace_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    N = namespace_statement
+    return {
+        "kind_namespace_store_namespaces_differ": (lambda: _signed(N(
+            store_namespaces=[["users", "bob"]])), 1, "scope_mismatch",
+            "namespace receipt whose store_namespaces is not [scope.namespace]"),
+        "kind_namespace_label_with_dot": (lambda: _sign_raw(N(namespace=["users.alice"],
+            store_namespaces=[["users.alice"]])), 1, "schema",
+            "namespace receipt with a label containing '.' (LangGraph forbids it)"),
+        "kind_namespace_with_thread_id": (lambda: _sign_raw(N(thread_id="t")), 1, "schema",
+            "namespace receipt whose scope also names a thread"),
+        "kind_namespace_subject_name_mismatch": (lambda: _signed(_renamed(N(),
+            "langgraph-store-namespace:users.alicia")), 1, "subject_name_mismatch",
+            "namespace receipt whose subject names another prefix"),
+        "kind_namespace_checkpoint_tables": (_kind_resigned(N, _namespace_with_checkpoints), 1,
+            "scope_mismatch", "namespace receipt listing a checkpoint table and method"),
+        "kind_thread_store_tombstone_not_bool": (lambda: _sign_raw(thread_kind_statement(
+            scope={"thread_id": "thread-1", "checkpoint_namespaces": "all",
+                   "store_namespaces": [["users", "alice"]], "tombstone": True,
+                   "store_tombstone": "yes"})), 1, "schema",
+            "thread receipt whose scope.store_tombstone is not a boolean"),
+    }  # fmt: skip
+
+
+def _namespace_good_cases() -> dict[str, Callable[[], bytes]]:
+    return {
+        "namespace.json": lambda: _signed(namespace_statement()),
+        "thread-store-tombstone.json": lambda: _signed(thread_kind_statement(
+            receipt_id=STORE_TOMBSTONE_ID,
+            scope={"thread_id": "thread-1", "checkpoint_namespaces": "all",
+                   "store_namespaces": [["users", "alice"]], "tombstone": True,
+                   "tombstone_policy": "new_conversations", "store_tombstone": True})),
+    }  # fmt: skip
+
+
+# -- end of kind "namespace" --------------------------------------------------------------
+
+
 def good_cases() -> dict[str, Callable[[], bytes]]:
     return {
         "receipt.json": _good_bytes,
@@ -1128,6 +1216,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
             subject_statement(REQUEST_SUBJECT_ID, extra={"request": dict(REQUEST)})
         ),
         "thread-replay.json": lambda: _signed(replay_statement()),
+        **_namespace_good_cases(),
     }
 
 

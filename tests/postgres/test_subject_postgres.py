@@ -126,7 +126,8 @@ def test_pg_subject_refused_then_one_receipt(pg_app: str, signer: Signer, tmp_pa
         assert saver.locate([EMAIL]) == []
         assert others(dsn) == before
         graph = build(saver, store)
-        with pytest.raises(ThreadErasedError):
+        # Refused by the store's tombstone (the node writes memory first) or the thread's.
+        with pytest.raises((ThreadErasedError, psycopg.errors.RaiseException), match="erased"):
             graph.invoke({"messages": [("user", "again")]}, cfg(THREADS[2], SUBJECT))
     verify_receipt(receipt.to_json(), [signer.public_key])
 

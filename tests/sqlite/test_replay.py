@@ -329,3 +329,31 @@ def test_history_replay_refuses_a_restore_older_than_the_kept_state(
     assert not result.ok and result.failed == 1
     assert "predates the state it kept" in (result.scopes[0].reason or "")
     assert checkpoints(db, DAVE) == before  # nothing erased on a failed scope
+
+
+def test_namespace_erasure_replays(tmp_path: Path, signer: Signer) -> None:
+    db, archive, copy = tmp_path / "app.db", tmp_path / "receipts", tmp_path / "backup.db"
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()
+        store.put(("users", "erin"), "profile", {"email": "erin@example.com"})
+        store.put(("users", "erin", "prefs"), "tone", {"likes": "short"})
+        store.put(("users", "erina"), "profile", {"email": "erina@example.com"})
+    saver = open_saver(db, signer, archive)
+    saver.setup()
+    backup(db, copy)
+    original = saver.erase_namespace(("users", "erin"))
+    saver.conn.close()
+    restore(copy, db)
+    assert len(rows(db, "store", "prefix LIKE 'users.erin%'")) == 3
+    saver = open_saver(db, signer, archive)
+    result = saver.replay_erasures(archive)
+    assert result.ok and result.re_erased == 1, result.to_json()
+    assert [r[0] for r in rows(db, "store", "prefix LIKE 'users.erin%'")] == ["users.erina"]
+    assert saver.is_namespace_erased(("users", "erin"))
+    [new] = result.receipts
+    v = verify_receipt(new.to_json(), [signer.public_key])
+    assert v.statement["predicate"]["kind"] == "namespace"
+    assert v.statement["predicate"]["replay_of"] == original.receipt_id
+    again = saver.replay_erasures(archive)
+    saver.conn.close()
+    assert again.ok and again.re_erased == 0

@@ -22,6 +22,7 @@ from .keep_latest import KeepLatest, Removed
 __all__ = [
     "IDLE_HAVING",
     "RUN_IN_FLIGHT",
+    "STORE_TOMBSTONE_MESSAGE",
     "TOMBSTONE_MESSAGE",
     "PlannedRows",
     "TableBackend",
@@ -30,6 +31,8 @@ __all__ = [
 
 TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
 """The message of the triggers' refusal (how a tombstone error is told from others)."""
+STORE_TOMBSTONE_MESSAGE = "erasure_receipts: store namespace erased"
+"""The store triggers' refusal of a ``put`` at or below a tombstoned prefix (8.1)."""
 
 RUN_IN_FLIGHT = """
 SELECT 1 FROM checkpoints c JOIN {writes} w ON w.thread_id = c.thread_id
@@ -108,6 +111,12 @@ class TableBackend:
 
     thread_id: str
     threads: list[str]
+    store_prefixes: list[str]
+    """The ``.``-joined store namespaces erased as rows of this database: what
+    :meth:`write_store_tombstones` tombstones (RECEIPT_SPEC.md 8.1)."""
+    tombstone_store: bool = True
+    """False for namespaces a saver's ``namespaces_for`` mapped the thread to: erasing
+    one conversation must not close the user's memory for good."""
     keep: str
     _parts: list[Part]
     _plan: KeepLatest | None
@@ -183,6 +192,23 @@ class TableBackend:
             (self.thread_id,),
         )
         return None if row is None else str(row[0])
+
+    @property
+    def store_tombstoned(self) -> bool:
+        """Whether a tombstone of this erasure also tombstones its store prefixes: only
+        store rows of this database, which its triggers guard (a swept store has none)."""
+        return bool(self.store_prefixes) and self.tombstone_store
+
+    def write_store_tombstones(self, receipt_id: str, erased_at: str) -> None:
+        """Inside the transaction: tombstone each store prefix (the store triggers then
+        refuse a ``put`` there or below); an existing tombstone keeps its receipt."""
+        p = self.PARAM
+        for prefix in self.store_prefixes if self.store_tombstoned else ():
+            self._run(
+                "INSERT INTO erasure_store_tombstones (prefix, receipt_id, erased_at) "
+                f"VALUES ({p}, {p}, {p}) ON CONFLICT (prefix) DO NOTHING",
+                (prefix, receipt_id, erased_at),
+            )
 
     def lease_entry(self, receipt_id: str) -> None:
         """Lease the journal entry ``receipt_id`` will be (when :func:`lease.owning`),

@@ -54,6 +54,14 @@ StoreNs = Annotated[
         "--store-ns", help="store namespace prefix to erase, e.g. users/alice; repeatable"
     ),
 ]
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        help="erase one store namespace and everything below it, labels joined with '.' "
+        "(e.g. users.alice); no thread (RECEIPT_SPEC.md 9.7)",
+    ),
+]
 Threads = Annotated[
     list[str] | None,
     typer.Option(
@@ -102,6 +110,7 @@ def digest(
     subject: SubjectId = None,
     metadata_key: MetadataKey = None,
     commitment_key: CommitmentKeyFile = None,
+    namespace: NamespaceOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     verbose: Verbose = False,
 ) -> None:
@@ -109,6 +118,16 @@ def digest(
     (with --subject: the threads it would erase, each with its digest and counts)."""
     _run.json = as_json
     _check_unicode(thread=threads, subject=subject, metadata_key=metadata_key)
+    if namespace is not None:
+        prefix = _namespace_only(namespace, thread=threads, subject=subject,
+                                 store_ns=store_ns, metadata_key=metadata_key)  # fmt: skip
+        with _open_saver(db, Signer.generate(), None, read_only=True) as saver:
+            if not hasattr(saver, "digest_namespace"):
+                _die("digest --namespace needs this library's schema in the database "
+                     "(run an erasure or setup() once)", EXIT_USAGE)  # fmt: skip
+            d = saver.digest_namespace(prefix)
+        _print_digest(f"namespace {'.'.join(prefix)!r}", {"namespace": list(prefix)}, d, as_json)
+        return
     namespaces = _namespaces(store_ns or [])
     if subject is not None:
         _digest_subject(db, subject, threads or [], metadata_key, namespaces, commitment_key)
@@ -201,6 +220,7 @@ def erase(
     needles_file: NeedlesFile = None,
     privacy: PrivacyMode = None,
     commitment_key: CommitmentKeyFile = None,
+    namespace: NamespaceOpt = None,
     archive: Annotated[
         Path | None, typer.Option("--archive", help="directory to archive the receipt in")
     ] = None,
@@ -248,13 +268,21 @@ def erase(
     signer = _load_signer(key, password_env, allow_insecure_key)
     context = _request_context(request_id, basis, requester, received_at, due, authorization)
     namespaces = _namespaces(store_ns or [])
+    prefix = None
+    if namespace is not None:  # 9.7: one store namespace, no thread
+        prefix = _namespace_only(
+            namespace, thread=threads, subject=subject, store_ns=store_ns,
+            metadata_key=metadata_key, privacy=privacy, commitment_key=commitment_key,
+            authorization=authorization,
+        )  # fmt: skip
     if needles_file is not None:
-        if subject is None:
+        if subject is None and prefix is None:
             _die("--needles-file needs --subject", EXIT_USAGE)
         needle = [*(needle or []), *_needles_file(needles_file)]
-    thread, by_subject = _erase_target(
-        threads, subject, metadata_key, needle, privacy, commitment_key
-    )
+    thread, by_subject = (
+        (None, None) if prefix is not None
+        else _erase_target(threads, subject, metadata_key, needle, privacy, commitment_key)
+    )  # fmt: skip
     vacuum_mode = _vacuum_mode(vacuum, db)
     if out is not None:
         _check_out(out)
@@ -268,7 +296,10 @@ def erase(
         kwargs["residue_scan"] = residue_scan
     kwargs.update(context)
     with _open_saver(db, signer, archive, vacuum=vacuum_mode) as saver:
-        if by_subject is None:
+        if prefix is not None:
+            del kwargs["store_namespaces"]
+            receipt = _erase_namespace(saver, prefix, needle or [], kwargs)
+        elif by_subject is None:
             receipt = saver.erase_thread(thread, **kwargs)
         else:
             receipt = _erase_subject(saver, by_subject, kwargs)
@@ -608,8 +639,50 @@ def _erase_subject(saver: Any, by_subject: dict[str, Any], kwargs: dict[str, Any
     return receipt
 
 
+def _namespace_only(value: str, **others: Any) -> tuple[str, ...]:
+    """``--namespace users.alice`` as labels (exit 2: an empty label, or options that
+    name another scope)."""
+    _check_unicode(namespace=[value])
+    given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v]
+    if given:
+        _die(f"--namespace erases one store namespace; it does not take {', '.join(given)}",
+             EXIT_USAGE)  # fmt: skip
+    labels = tuple(value.split("."))
+    if not all(labels):
+        _die(f"bad namespace {value!r}: use '.'-separated non-empty labels (users.alice)",
+             EXIT_USAGE)  # fmt: skip
+    return labels
+
+
+def _erase_namespace(
+    saver: Any, prefix: tuple[str, ...], needles: list[str], kwargs: dict[str, Any]
+) -> Receipt:
+    from .._engine import NeedlesFoundError
+
+    try:
+        receipt: Receipt = saver.erase_namespace(prefix, needles=needles, **kwargs)
+    except NothingToEraseError as exc:
+        _die(exc.message, EXIT_INVALID, reason=exc.reason)
+    except NeedlesFoundError as exc:
+        _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID, reason=exc.reason,
+             locations=exc.locations)  # fmt: skip
+    return receipt
+
+
+def _print_digest(what: str, head: dict[str, Any], d: Any, as_json: bool) -> None:
+    tables = {k: v.to_json() for k, v in d.tables.items()}
+    if as_json:
+        _emit_json({**head, "digest": d.digest, "tables": tables})
+        return
+    typer.echo(f"{what}\ndigest  {d.digest} ({d.leaves} rows)")
+    for t, c in sorted(tables.items()):
+        typer.echo(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes")
+
+
 def _erased_what(receipt: Receipt) -> str:
     scope = receipt.predicate["scope"]
+    if "namespace" in scope:
+        return f"store namespace {'.'.join(scope['namespace'])!r}"
     if "subject" not in scope:
         return f"thread {scope['thread_id']!r}"
     return f"subject {scope['subject']!r} ({len(scope['threads'])} threads)"
@@ -618,6 +691,8 @@ def _erased_what(receipt: Receipt) -> str:
 def _subject_fields(receipt: Receipt) -> dict[str, Any]:
     """``erase --json`` members of a subject receipt (as the receipt names them)."""
     scope = receipt.predicate["scope"]
+    if "namespace" in scope:  # 9.7: the store namespace, no thread
+        return {"namespace": scope["namespace"]}
     if "subject" not in scope:
         return {}
     return {"subject": scope["subject"], "threads": scope["threads"]}

@@ -73,7 +73,7 @@ def show(
         + (" - EMPTY SCOPE: no rows existed, nothing was deleted" if not pre["leaves"] else ""),
         *_show_scope(p),
         "store ns     " + (", ".join("/".join(ns) for ns in scope["store_namespaces"]) or "(none)"),
-        f"tombstone    {'yes' if scope['tombstone'] else 'no'}",
+        f"tombstone    {'yes' if scope['tombstone'] else 'no'}" + _store_tombstone_text(scope),
         f"issued at    {p['issued_at']}",
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
@@ -119,6 +119,11 @@ def _show_scope(p: dict[str, Any]) -> list[str]:
             "discovery    "
             + (f"metadata key {found['metadata_key']!r}" if found else "none (threads named)"),
         ]
+    elif kind == "namespace":  # RECEIPT_SPEC.md 9.7
+        lines = [
+            f"namespace    {'/'.join(scope['namespace'])!r} (every item at or below it, "
+            "expired ones included; no thread)"
+        ]
     elif kind == "history":
         lines = [
             f"thread       {scope['thread_id']!r} (history: every checkpoint except the "
@@ -132,6 +137,15 @@ def _show_scope(p: dict[str, Any]) -> list[str]:
             f"(commitment key id {scope['privacy']['key_id'][:16]}; `receipt open` checks ids)"
         )
     return lines
+
+
+def _store_tombstone_text(scope: dict[str, Any]) -> str:
+    """Whether the store prefixes are tombstoned too (8.1; absent in older receipts)."""
+    if scope.get("namespace") is not None:
+        return " (the database refuses puts at or below the prefix)" * bool(scope["tombstone"])
+    if "store_tombstone" not in scope:
+        return ""
+    return f"; store namespaces {'tombstoned' if scope['store_tombstone'] else 'not tombstoned'}"
 
 
 def _show_kind_members(p: dict[str, Any]) -> list[str]:

@@ -161,7 +161,8 @@ class _Progress:
             sys.stderr.flush()
 
 
-_SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject"}
+_SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
+                "namespace": "store namespace"}  # fmt: skip
 
 
 def _verify_file(

@@ -133,6 +133,11 @@ class GuardedBackend:
         """The inner backend's namespaces."""
         return set(self.inner.checkpoint_namespaces)
 
+    @property
+    def store_tombstoned(self) -> bool:
+        """The inner backend's store tombstones."""
+        return bool(self.inner.store_tombstoned)
+
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
     ) -> list[dict[str, Any]]:

@@ -34,6 +34,10 @@ def api_checks(reader: Reader, request: ErasureRequest, namespaces: set[str]) ->
     try:
         if request.kind == "history":
             return _history(reader, request)
+        if request.kind == "namespace":  # no thread: the store's search alone
+            found = reader.count_store(request.store_namespaces)
+            detail = f"store.search paginated with limit={PAGE_SIZE} under the namespace"
+            return [("api_store_search_empty", found, detail)]
         return _nothing_left(reader, request, namespaces)
     finally:
         API_CHECK.reset(token)

@@ -146,6 +146,14 @@ class Journal(Protocol):
         (a replay after a restore compares its receipts with them)."""
         ...
 
+    def reopen_namespace(self, handle: Any, prefix: str, /) -> bool:
+        """Remove a store prefix's tombstone."""
+        ...
+
+    def namespace_erased(self, handle: Any, prefix: str, /) -> str | None:
+        """The tombstoned prefix (``prefix`` or an ancestor) refusing writes to it."""
+        ...
+
     def idle_threads(
         self, handle: Any, before: str, after: str | None, limit: int, /
     ) -> list[tuple[str, str, int, int]]:

@@ -94,7 +94,10 @@ def _members(
     if request.privacy is not None:
         ns = [[_committed(request, "store_namespace", ".".join(n))] for n in ns]
     scope: dict[str, Any]
-    if request.kind == "subject":
+    if request.kind == "namespace":  # RECEIPT_SPEC.md 9.7
+        scope = {"namespace": ns[0], "store_namespaces": ns, "tombstone": request.tombstone}
+        name = "langgraph-store-namespace:" + ".".join(ns[0])
+    elif request.kind == "subject":
         subject = _committed(request, "subject", request.thread_id)
         threads = {t: _committed(request, "thread", t) for t in request.threads}
         scope = {
@@ -115,8 +118,10 @@ def _members(
         name = prefix + tid
     if request.privacy is not None:
         scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
-    if request.tombstone:  # what the tombstone's triggers enforce
+    if request.tombstone and request.kind != "namespace":  # what the triggers enforce
         scope["tombstone_policy"] = backend.tombstone_policy
+    if request.kind != "namespace" and ns:  # 8.1: whether the prefixes are tombstoned
+        scope["store_tombstone"] = request.tombstone and backend.store_tombstoned
     out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
     if request.privacy is not None:
         out["database"] = _committed(request, "database", backend.database)

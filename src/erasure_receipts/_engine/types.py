@@ -90,6 +90,11 @@ class ErasureBackend(Protocol):
         """Checkpoint namespaces seen while measuring: where the API read-back looks."""
         ...
 
+    @property
+    def store_tombstoned(self) -> bool:
+        """Whether a tombstone of this erasure also tombstones its store prefixes."""
+        ...
+
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
     ) -> list[dict[str, Any]]:
@@ -118,9 +123,11 @@ class ErasureRequest:
     """The scope of one erasure and how its receipt describes it (RECEIPT_SPEC.md 9).
 
     ``kind`` is ``thread`` (every row of ``thread_id``), ``history`` (every row of
-    ``thread_id`` except the kept checkpoints', ``keep="latest"``) or ``subject`` (every
-    row of every thread in ``threads``, one unit each). Backends never see the kind:
-    they turn ``all_threads``, ``keep`` and ``store_namespaces`` into parts.
+    ``thread_id`` except the kept checkpoints', ``keep="latest"``), ``subject`` (every
+    row of every thread in ``threads``, one unit each) or ``namespace`` (the store rows
+    under one prefix, ``store_namespaces[0]``; ``thread_id`` is its ``.``-joined text).
+    Backends never see the kind: they turn ``all_threads``, ``keep`` and
+    ``store_namespaces`` into parts.
     """
 
     thread_id: str
@@ -160,22 +167,20 @@ class ErasureRequest:
 
     @property
     def all_threads(self) -> tuple[str, ...]:
-        """The thread ids whose rows are in scope."""
-        return self.threads if self.kind == "subject" else (self.thread_id,)
+        """The thread ids whose rows are in scope (none for a ``namespace`` erasure,
+        whose ``thread_id`` is the erased prefix)."""
+        return self.threads if self.kind in ("subject", "namespace") else (self.thread_id,)
 
     @property
     def label(self) -> str:
         """How errors name the scope (by its commitment in privacy mode)."""
-        return (
-            f"subject {self.journal_id!r}"
-            if self.kind == "subject"
-            else (f"thread {self.journal_id!r}")
-        )
+        what = {"subject": "subject", "namespace": "store namespace"}.get(self.kind, "thread")
+        return f"{what} {self.journal_id!r}"
 
     @property
     def journal_id(self) -> str:
         """The id the journal, logs and errors name: the commitment in privacy mode."""
-        label = "subject" if self.kind == "subject" else "thread"
+        label = {"subject": "subject", "namespace": "store_namespace"}.get(self.kind, "thread")
         return _committed(self, label, self.thread_id)
 
 

@@ -275,12 +275,17 @@ class _Scope:
 
     @property
     def label(self) -> str:
-        sc = self.scope
-        return str(sc["subject"] if self.kind == "subject" else sc["thread_id"])
+        return _label(self.kind, self.scope)
 
     @property
     def receipt_id(self) -> str:
         return str(self.latest["receipt_id"])
+
+
+def _label(kind: str, sc: dict[str, Any]) -> str:
+    if kind == "namespace":
+        return ".".join(sc["namespace"])
+    return str(sc["subject"] if kind == "subject" else sc["thread_id"])
 
 
 def _scopes(receipts: Iterable[Facts]) -> list[_Scope]:
@@ -289,16 +294,16 @@ def _scopes(receipts: Iterable[Facts]) -> list[_Scope]:
     by: dict[tuple[str, str], _Scope] = {}
     for v in receipts:
         kind, sc = v["kind"], v["scope"]
-        if kind not in ("thread", "history", "subject"):
+        if kind not in ("thread", "history", "subject", "namespace"):
             continue  # other kinds erase no scope a restore could bring back
-        key = (kind, str(sc["subject"] if kind == "subject" else sc["thread_id"]))
+        key = (kind, _label(kind, sc))
         cur = by.get(key)
         if cur is None:
             cur = by[key] = _Scope(kind, sc, v)
         elif (v["issued_at"], v["receipt_id"]) > (cur.latest["issued_at"], cur.receipt_id):
             cur.scope, cur.latest = sc, v
         cur.ids.add(v["receipt_id"])
-    order = {"thread": 0, "subject": 0, "history": 1}
+    order = {"thread": 0, "subject": 0, "namespace": 0, "history": 1}
     return sorted(by.values(), key=lambda s: (order[s.kind], s.latest["issued_at"], s.label))
 
 
@@ -362,6 +367,8 @@ def _replay_one(
         # This database saw the erasure (its journal says so): not restored from before it.
         return replace(base, outcome="postdated"), None
     try:
+        if s.kind == "namespace":
+            return _replay_namespace(er, s, base, dry_run)
         raw = _open(s, db, key, subject_ids)
         rows = _measure(er, db, s, raw)
         missing = _missing_tombstones(s, raw, db)
@@ -494,3 +501,32 @@ def _erase(er: Eraser, s: _Scope, raw: _Raw, *, allow_empty: bool) -> Receipt:
         return er.erase(replace(request, replay_of=of), er.residue_scan)
     except NothingToEraseError:
         raise  # measured rows a moment ago: someone else erased them meanwhile
+
+
+def _replay_namespace(
+    er: Eraser, s: _Scope, base: ReplayedScope, dry_run: bool
+) -> tuple[ReplayedScope, Receipt | None]:
+    """A ``namespace`` receipt: its prefix measured, erased again and re-tombstoned."""
+    from . import namespace as _namespace
+
+    sc = s.scope
+    if "privacy" in sc:
+        raise ConfigurationError(
+            f"privacy-mode namespace receipt {s.receipt_id}: its prefix is a commitment, "
+            "which a replay cannot open; erase it with erase_namespace"
+        )
+    prefix = tuple(sc["namespace"])
+    tomb = bool(sc.get("tombstone"))
+    probe = _namespace.namespace_request(er, prefix, tombstone=False)
+    rows = int(_namespace.digest_namespace(er, probe).leaves)
+    missing = tomb and _namespace.namespace_erased(er, prefix) is None
+    if rows == 0 and not missing:
+        return base, None
+    outcome = "retombstoned" if rows == 0 else ("reappeared" if dry_run else "re_erased")
+    if dry_run:
+        return replace(base, outcome=outcome, rows=rows), None
+    request = _namespace.namespace_request(er, prefix, tombstone=tomb, allow_empty=rows == 0)
+    receipt = _namespace.erase_namespace(er, replace(request, replay_of=s.receipt_id),
+                                         er.residue_scan)  # fmt: skip
+    pre = int(receipt.predicate["pre_state"]["leaves"])
+    return replace(base, outcome=outcome, rows=pre, new_receipt_id=receipt.receipt_id), receipt

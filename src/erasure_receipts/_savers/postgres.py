@@ -140,11 +140,12 @@ class _PgDatabase:
             vacuum=saver.vacuum,
             lock_timeout_ms=saver.lock_timeout_ms,
             residue_scan=bool(residue_scan),
-            threads=list(request.threads) if request.kind == "subject" else None,
+            threads=list(request.threads) if request.kind in ("subject", "namespace") else None,
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
             tombstone_policy=saver._eraser.tombstone_policy,
+            tombstone_store=not request.mapped_store,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:

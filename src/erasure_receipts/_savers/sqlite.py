@@ -129,11 +129,12 @@ class _SqliteDatabase:
             extra_residue=(lambda: _store_residue(store, bool(residue_scan))) if extra else None,
             versions=_versions(),
             residue_scan=residue_scan,
-            threads=list(request.threads) if request.kind == "subject" else None,
+            threads=list(request.threads) if request.kind in ("subject", "namespace") else None,
             keep=request.keep,
             kept=request.kept,
             removed=request.removed,
             tombstone_policy=self.saver._eraser.tombstone_policy,
+            tombstone_store=not request.mapped_store,
         )
 
     def retryable(self, exc: ErasureIncompleteError) -> bool:

@@ -45,12 +45,14 @@ from .journal import (
     is_erased,
     journal_receipts,
     mark_issued,
+    namespace_erased,
     pending_journal,
     purge_journal,
     record_statement,
     redact_journal,
     release_lease,
     reopen,
+    reopen_namespace,
     replay_state,
     still_pending,
     take_lease,
@@ -131,6 +133,7 @@ __all__ = [
     "locate",
     "mark_issued",
     "namespace_condition",
+    "namespace_erased",
     "newest_ids",
     "pending_journal",
     "plan_keep_latest",
@@ -139,6 +142,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "reopen_namespace",
     "replay_state",
     "retryable",
     "run_in_flight",
@@ -211,6 +215,14 @@ class PostgresJournal:
     def replay_state(self, session: Session) -> tuple[set[str], set[str], set[str]]:
         """:func:`replay_state`."""
         return replay_state(session)
+
+    def reopen_namespace(self, session: Session, prefix: str) -> bool:
+        """:func:`reopen_namespace`."""
+        return reopen_namespace(session, prefix)
+
+    def namespace_erased(self, session: Session, prefix: str) -> str | None:
+        """:func:`namespace_erased`."""
+        return namespace_erased(session, prefix)
 
     def tombstone_bound(self, session: Session, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

@@ -32,8 +32,10 @@ from .schema import (
     ADVISORY_CLASS,
     CHECKPOINT_TABLES,
     SCHEMA_VERSION,
+    STORE_ADVISORY_CLASS,
     _server_version,
     database_label,
+    ensure_store_tombstones,
     has_store_table,
     installed_version,
 )
@@ -210,6 +212,7 @@ class PostgresBackend(TableBackend):
         kept: Sequence[Sequence[str]] = (),
         removed: Removed | None = None,
         tombstone_policy: str = "new_conversations",
+        tombstone_store: bool = True,
     ) -> None:
         if vacuum not in (False, True, "full"):
             raise ValueError('vacuum= must be False, True or "full"')
@@ -238,7 +241,9 @@ class PostgresBackend(TableBackend):
         hold at commit."""
         # Several threads (a subject): one unit per thread and one for the store.
         self.threads = list(threads) if threads is not None else [thread_id]
-        units = threads is not None
+        units = bool(threads)  # a namespace erasure (no thread) is one tree
+        self.store_prefixes = [".".join(ns) for ns in store_rows_namespaces]
+        self.tombstone_store = tombstone_store
         specs = [
             (table, "checkpoints", "thread_id = %s", [t], f"thread:{t}" if units else "")
             for t in self.threads
@@ -317,6 +322,10 @@ class PostgresBackend(TableBackend):
             # (a snapshot taken before the lock wait would miss a writer we waited for).
             s.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             s.execute(f"SET LOCAL lock_timeout = {self.lock_timeout_ms}")
+            if self.store_prefixes:
+                # The store trigger first (created once, its table lock held until the
+                # commit): every writer of the store then takes the prefixes' shared lock.
+                ensure_store_tombstones(s)
             if self.lock_tables:
                 # Before the advisory locks: every writer holding a thread's shared lock
                 # also holds ROW EXCLUSIVE on a table here, so it has committed by now.
@@ -324,6 +333,10 @@ class PostgresBackend(TableBackend):
                 s.execute(f"LOCK TABLE {names} IN SHARE ROW EXCLUSIVE MODE")
             for t in sorted(set(self.threads)):  # one order for every erasure: no deadlock
                 s.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, t))
+            for prefix in sorted(set(self.store_prefixes)):  # the store trigger's, shared
+                s.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (STORE_ADVISORY_CLASS, prefix)
+                )
             if self.keep == "none":  # may tombstone: the newest id it will have erased
                 self._newest = newest_ids(s, self.threads)
             self._writing = True
@@ -390,6 +403,8 @@ class PostgresBackend(TableBackend):
                 'fresh_after = GREATEST(fresh_after COLLATE "C", %s) WHERE thread_id = %s',
                 (self._policy, bound, t),
             )
+        if self.store_tombstoned:  # the store's prefixes too, guarded by its trigger
+            self.write_store_tombstones(receipt_id, erased_at)
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]

@@ -176,6 +176,32 @@ def is_erased(session: Session, thread_id: str) -> bool:
     return bool(rows)
 
 
+def reopen_namespace(session: Session, prefix: str) -> bool:
+    """Remove a store prefix's tombstone (RECEIPT_SPEC.md 8.1), in a transaction of its
+    own; True if one existed."""
+    with session.transaction():
+        if not session.query("SELECT to_regclass('erasure_store_tombstones') IS NOT NULL")[0][0]:
+            return False
+        rows = session.query(
+            "WITH d AS (DELETE FROM erasure_store_tombstones WHERE prefix = %s RETURNING 1) "
+            "SELECT count(*) FROM d",
+            (prefix,),
+        )
+    return int(rows[0][0]) > 0
+
+
+def namespace_erased(session: Session, prefix: str) -> str | None:
+    """The tombstoned prefix (this one or an ancestor) that refuses writes to ``prefix``."""
+    if not session.query("SELECT to_regclass('erasure_store_tombstones') IS NOT NULL")[0][0]:
+        return None
+    rows = session.query(
+        "SELECT prefix FROM erasure_store_tombstones WHERE %s = prefix "
+        "OR left(%s, length(prefix) + 1) = prefix || '.' ORDER BY length(prefix) LIMIT 1",
+        (prefix, prefix),
+    )
+    return str(rows[0][0]) if rows else None
+
+
 def purge_journal(session: Session, older_than: str) -> int:
     """Delete closed journal entries of erasures that began before ``older_than``;
     returns how many (see the SQLite backend's ``purge_journal``)."""

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from .._table import TOMBSTONE_MESSAGE
+from .._table import STORE_TOMBSTONE_MESSAGE, TOMBSTONE_MESSAGE
 from .session import Session
 
 __all__ = [
@@ -21,13 +21,16 @@ __all__ = [
     "RETRYABLE",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
+    "STORE_ADVISORY_CLASS",
     "TOMBSTONE_MESSAGE",
     "TRIGGERS_SQL",
     "TRIGGER_FUNCTION_SQL",
     "database_label",
     "ensure_schema",
+    "ensure_store_tombstones",
     "has_store_table",
     "installed_version",
+    "is_store_tombstone_error",
     "is_tombstone_error",
     "retryable",
     "schema_installed",
@@ -38,6 +41,10 @@ __all__ = [
 ADVISORY_CLASS = 1162039635
 """First key of the two-key advisory locks (``'ERAS'`` as int4); the second is
 ``hashtext(thread_id)``. Two-key locks never collide with single-bigint ones."""
+STORE_ADVISORY_CLASS = 1162039662
+"""First key of a store prefix's advisory lock (``'ERAn'``); the second is
+``hashtext(prefix)``: the store trigger takes it shared for the written prefix and each
+ancestor, a store erasure exclusively for each prefix it erases (RECEIPT_SPEC.md 8.1)."""
 SCHEMA_VERSION = "erasure_receipts schema 4"
 """Stored as the trigger function's comment; ``setup()`` upgrades an older version."""
 ENFORCING_VERSIONS = (
@@ -285,3 +292,87 @@ def tables_present(session: Session, names: Sequence[str]) -> dict[str, bool]:
         "SELECT " + ", ".join(["to_regclass(%s) IS NOT NULL"] * len(names)), list(names)
     )
     return dict(zip(names, rows[0] if rows else (False,) * len(names), strict=True))
+
+
+# -- store tombstones (RECEIPT_SPEC.md 8.1) ---------------------------------------------
+
+STORE_TOMBSTONE_TABLE_SQL = """CREATE TABLE IF NOT EXISTS erasure_store_tombstones (
+    prefix text PRIMARY KEY,
+    receipt_id text NOT NULL,
+    erased_at text NOT NULL
+)"""
+
+STORE_TRIGGER_FUNCTION_SQL = f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_erased_store()
+RETURNS trigger LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    label pg_catalog.text;
+    acc pg_catalog.text;
+    ancestors pg_catalog.text[] := '{{}}';
+    locked pg_catalog.text;
+    receipt pg_catalog.text;
+BEGIN
+    -- The prefix and each ancestor, whole labels only ("users.al" is no ancestor of
+    -- "users.alice"); each one's shared lock first, so a write that waited for an
+    -- erasure of any of them sees its tombstone in the look-up's new snapshot.
+    FOREACH label IN ARRAY pg_catalog.string_to_array(NEW.prefix, '.') LOOP
+        acc := CASE WHEN acc IS NULL THEN label
+               ELSE acc OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||) label END;
+        ancestors := pg_catalog.array_append(ancestors, acc);
+        locked := pg_catalog.pg_advisory_xact_lock_shared(
+            {STORE_ADVISORY_CLASS}, pg_catalog.hashtext(acc))::pg_catalog.text;
+    END LOOP;
+    SELECT t.receipt_id INTO receipt FROM {{schema}}.erasure_store_tombstones t
+        WHERE t.prefix OPERATOR(pg_catalog.=) ANY (ancestors) LIMIT 1;
+    IF receipt IS NULL THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION '{STORE_TOMBSTONE_MESSAGE}'
+        USING ERRCODE = 'P0001',
+              DETAIL = pg_catalog.format('erased by receipt %s', receipt),
+              HINT = 'reopen_namespace() allows the namespace to be written again';
+END
+$fn$"""
+"""The store trigger function (``{schema}``: where ``erasure_store_tombstones`` is),
+schema-qualified like the checkpoint tables' one."""
+
+STORE_TABLES = ("store", "store_vectors")
+STORE_SCHEMA_VERSION = "erasure_receipts store tombstones 1"
+"""The store trigger function's comment: an older body is replaced in place."""
+
+
+def ensure_store_tombstones(session: Session) -> None:
+    """Inside the caller's transaction: the store tombstone table, its trigger function
+    and a ``BEFORE INSERT OR UPDATE OF prefix`` trigger on whichever of ``store`` and
+    ``store_vectors`` exist (each created once; read-only when all are there)."""
+    rows = session.query(
+        "SELECT to_regclass('erasure_store_tombstones') IS NOT NULL, "
+        "obj_description(to_regprocedure('erasure_receipts_refuse_erased_store()'), "
+        "'pg_proc') IS NOT DISTINCT FROM %s, "
+        "array(SELECT c.relname::text FROM pg_class c WHERE c.oid IN "
+        "(to_regclass('store'), to_regclass('store_vectors')) AND NOT EXISTS "
+        "(SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid "
+        "AND g.tgname = 'erasure_store_tombstone'))",
+        (STORE_SCHEMA_VERSION,),
+    )
+    table, function, missing = rows[0]
+    if table and function and not missing:
+        return
+    session.execute(STORE_TOMBSTONE_TABLE_SQL)
+    if not function:
+        schema = str(session.query("SELECT current_schema()")[0][0])
+        quoted = '"' + schema.replace('"', '""') + '"'
+        session.execute(STORE_TRIGGER_FUNCTION_SQL.replace("{schema}", quoted))
+        session.execute(
+            "COMMENT ON FUNCTION erasure_receipts_refuse_erased_store() "
+            f"IS '{STORE_SCHEMA_VERSION}'"
+        )
+    for name in missing:
+        session.execute(
+            f'CREATE TRIGGER erasure_store_tombstone BEFORE INSERT OR UPDATE OF prefix ON "{name}" '
+            "FOR EACH ROW EXECUTE FUNCTION erasure_receipts_refuse_erased_store()"
+        )
+
+
+def is_store_tombstone_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store trigger's refusal (an erased store namespace)."""
+    return isinstance(exc, pg_errors.RaiseException) and STORE_TOMBSTONE_MESSAGE in str(exc)

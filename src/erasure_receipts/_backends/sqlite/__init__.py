@@ -41,12 +41,14 @@ from .journal import (
     journal_receipts,
     lease_file,
     mark_issued,
+    namespace_erased,
     pending_journal,
     purge_journal,
     record_statement,
     redact_journal,
     release_lease,
     reopen,
+    reopen_namespace,
     replay_state,
     still_pending,
     take_lease,
@@ -118,6 +120,7 @@ __all__ = [
     "locate",
     "mark_issued",
     "namespace_condition",
+    "namespace_erased",
     "newest_ids",
     "pending_journal",
     "plan_keep_latest",
@@ -126,6 +129,7 @@ __all__ = [
     "redact_journal",
     "release_lease",
     "reopen",
+    "reopen_namespace",
     "replay_state",
     "residue_scan",
     "run_in_flight",
@@ -202,6 +206,14 @@ class SqliteJournal:
     def replay_state(self, conn: sqlite3.Connection) -> tuple[set[str], set[str], set[str]]:
         """:func:`replay_state`."""
         return replay_state(conn)
+
+    def reopen_namespace(self, conn: sqlite3.Connection, prefix: str) -> bool:
+        """:func:`reopen_namespace`."""
+        return reopen_namespace(conn, prefix)
+
+    def namespace_erased(self, conn: sqlite3.Connection, prefix: str) -> str | None:
+        """:func:`namespace_erased`."""
+        return namespace_erased(conn, prefix)
 
     def tombstone_bound(self, conn: sqlite3.Connection, thread_id: str) -> str | None:
         """:func:`tombstone_bound`."""

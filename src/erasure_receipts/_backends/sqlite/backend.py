@@ -23,6 +23,7 @@ from .connection import _quote, database_path, text_encoding
 from .journal import take_lease
 from .queries import find_needles, namespace_condition, newest_ids, plan_keep_latest
 from .residue import LIVE_PAGE_RESIDUE, Needles, residue_scan, scrub
+from .schema import ensure_store_triggers
 
 __all__ = ["PlannedSqlPart", "SqlTablePart", "SqliteBackend"]
 
@@ -231,6 +232,7 @@ class SqliteBackend(TableBackend):
         kept: Sequence[Sequence[str]] = (),
         removed: Removed | None = None,
         tombstone_policy: str = "new_conversations",
+        tombstone_store: bool = True,
     ) -> None:
         self.extra_residue = extra_residue
         self.tombstone_policy = tombstone_policy
@@ -249,7 +251,9 @@ class SqliteBackend(TableBackend):
         self.versions = versions
         # Several threads (a subject): one unit per thread and one for the store.
         self.threads = list(threads) if threads is not None else [thread_id]
-        units = threads is not None
+        units = bool(threads)  # a namespace erasure (no thread) is one tree
+        self.store_prefixes = [".".join(ns) for ns in store_rows_namespaces]
+        self.tombstone_store = tombstone_store
         self._parts: list[Part] = [
             SqlTablePart(conn, table, "checkpoints", "thread_id = ?", [t],
                          unit=f"thread:{t}" if units else "")
@@ -350,9 +354,10 @@ class SqliteBackend(TableBackend):
                 conn.rollback()
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
-        """Tombstone the thread (the triggers then reject its writes); an existing
-        tombstone is kept. Its policy row is (re)written: a later erasure of a new
-        conversation moves ``fresh_after`` past what it erased."""
+        """Tombstone the thread (the triggers then reject its writes) and the store
+        prefixes erased as rows here; an existing tombstone is kept. Its policy row is
+        (re)written: a later erasure of a new conversation moves ``fresh_after`` past
+        what it erased."""
         self.conn.executemany(
             # An existing tombstone keeps pointing at the erasure that removed the data.
             "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
@@ -366,6 +371,9 @@ class SqliteBackend(TableBackend):
             [(t, self.tombstone_policy, fresh_after(erased_at, self._newest.get(t)))
              for t in self.threads],
         )  # fmt: skip
+        if self.store_tombstoned:  # the store's prefixes too, guarded by its triggers
+            ensure_store_triggers(self.conn)
+            self.write_store_tombstones(receipt_id, erased_at)
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]

@@ -206,6 +206,37 @@ def is_erased(conn: sqlite3.Connection, thread_id: str) -> bool:
     return row is not None
 
 
+def reopen_namespace(conn: sqlite3.Connection, prefix: str) -> bool:
+    """Remove a store prefix's tombstone (RECEIPT_SPEC.md 8.1); True if one existed. A
+    tombstone of an ancestor prefix still refuses writes below it."""
+    if not _has_store_tombstones(conn):
+        return False
+    with _autocommit(conn):
+        cur = conn.execute("DELETE FROM erasure_store_tombstones WHERE prefix = ?", (prefix,))
+    return cur.rowcount > 0
+
+
+def namespace_erased(conn: sqlite3.Connection, prefix: str) -> str | None:
+    """The tombstoned prefix (this one or an ancestor) that refuses writes to ``prefix``."""
+    if not _has_store_tombstones(conn):
+        return None
+    row = conn.execute(
+        "SELECT prefix FROM erasure_store_tombstones WHERE ? = prefix "
+        "OR substr(?, 1, length(prefix) + 1) = prefix || '.' ORDER BY length(prefix) LIMIT 1",
+        (prefix, prefix),
+    ).fetchone()
+    if conn.in_transaction:
+        conn.commit()  # end an implicit read transaction (legacy isolation modes)
+    return None if row is None else str(row[0])
+
+
+def _has_store_tombstones(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'erasure_store_tombstones'"
+    ).fetchone()
+    return row is not None
+
+
 def purge_journal(conn: sqlite3.Connection, older_than: str) -> int:
     """Delete closed journal entries (their receipt was issued) of erasures that began
     before ``older_than``; returns how many. Open entries are never purged (their

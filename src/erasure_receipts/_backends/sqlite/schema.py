@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import sqlite3
 
-from .._table import TOMBSTONE_MESSAGE
+from .._table import STORE_TOMBSTONE_MESSAGE, TOMBSTONE_MESSAGE
 
 __all__ = [
+    "STORE_TOMBSTONE_DDL",
     "TOMBSTONE_DDL",
     "TOMBSTONE_MESSAGE",
     "TOMBSTONE_TRIGGERS",
     "TRIGGER_MARKS",
+    "ensure_store_triggers",
     "ensure_tombstones",
+    "is_store_tombstone_error",
     "is_tombstone_error",
 ]
 
@@ -45,6 +48,11 @@ CREATE TABLE IF NOT EXISTS erasure_tombstone_policies (
     thread_id TEXT PRIMARY KEY,
     policy TEXT NOT NULL,
     fresh_after TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS erasure_store_tombstones (
+    prefix TEXT PRIMARY KEY,
+    receipt_id TEXT NOT NULL,
+    erased_at TEXT NOT NULL
 );
 """
 
@@ -88,6 +96,48 @@ and is replaced (version 2 of the writes trigger accepted writes for a checkpoin
 was never saved)."""
 
 
+# -- store tombstones (RECEIPT_SPEC.md 8.1) ---------------------------------------------
+
+_UNDER_TOMBSTONE = (
+    "EXISTS (SELECT 1 FROM erasure_store_tombstones t WHERE NEW.prefix = t.prefix "
+    "OR substr(NEW.prefix, 1, length(t.prefix) + 1) = t.prefix || '.')"
+)
+STORE_TOMBSTONE_DDL = {
+    (table, event): f"CREATE TRIGGER IF NOT EXISTS erasure_store_tombstone_{table}_"
+    f"{event[:6].lower()} BEFORE {event} ON {table} WHEN {_UNDER_TOMBSTONE} "
+    f"BEGIN SELECT RAISE(ABORT, '{STORE_TOMBSTONE_MESSAGE}'); END"
+    for table in ("store", "store_vectors")
+    for event in ("INSERT", "UPDATE OF prefix")
+}
+"""A ``put`` (SqliteStore's ``INSERT OR REPLACE``) into a tombstoned prefix or below it
+is refused, whichever connection or process writes. Whole labels only: ``users.al`` is
+not below ``users.alice``'s tombstone, and ``_``/``%`` are plain characters (``substr``,
+no pattern). The tombstones are scanned per write (a short table: one row per erased
+prefix)."""
+
+
+def ensure_store_triggers(conn: sqlite3.Connection) -> None:
+    """Create the store triggers on whichever of ``store``/``store_vectors`` exist (inside
+    the caller's transaction, or on their own)."""
+    names = {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND name IN ('store', 'store_vectors', 'erasure_store_tombstones')"
+    )}  # fmt: skip
+    if "erasure_store_tombstones" not in names:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS erasure_store_tombstones (prefix TEXT PRIMARY KEY, "
+            "receipt_id TEXT NOT NULL, erased_at TEXT NOT NULL)"
+        )
+    for (table, _), statement in STORE_TOMBSTONE_DDL.items():
+        if table in names:
+            conn.execute(statement)
+
+
+def is_store_tombstone_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store triggers' refusal (an erased store namespace)."""
+    return isinstance(exc, sqlite3.IntegrityError) and STORE_TOMBSTONE_MESSAGE in str(exc)
+
+
 def ensure_tombstones(conn: sqlite3.Connection) -> None:
     """Create the tombstone tables and triggers (idempotent), replacing triggers of an
     older version in the same transaction (never a moment without them); also turn on
@@ -105,12 +155,34 @@ def ensure_tombstones(conn: sqlite3.Connection) -> None:
     old = [name for name, sql in triggers.items() if TRIGGER_MARKS[name] not in sql]
     if len(triggers) == 2 and not old:  # current: no write lock (never wait on a writer)
         conn.executescript("PRAGMA secure_delete = ON;" + TOMBSTONE_DDL)
+        _store_triggers_at_setup(conn)
         return
     drop = "".join(f"DROP TRIGGER {name};" for name in old)
     conn.executescript(
         "PRAGMA secure_delete = ON; BEGIN IMMEDIATE;"
         + TOMBSTONE_DDL + drop + TOMBSTONE_TRIGGERS + "COMMIT;"
     )  # fmt: skip
+    _store_triggers_at_setup(conn)
+
+
+def _store_triggers_at_setup(conn: sqlite3.Connection) -> None:
+    """Store triggers for a store that shares the file, when one is missing (an erasure
+    that tombstones a prefix creates them too, in its own transaction)."""
+    rows = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger') "
+        "AND tbl_name IN ('store', 'store_vectors')"
+    ).fetchall()
+    tables = [n for t, n in rows if t == "table" and n in ("store", "store_vectors")]
+    triggers = {n for t, n in rows if t == "trigger"}
+    want = {f"erasure_store_tombstone_{t}_{e}" for t in tables for e in ("insert", "update")}
+    if not want <= triggers:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            ensure_store_triggers(conn)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
 
 
 def is_tombstone_error(exc: BaseException) -> bool:

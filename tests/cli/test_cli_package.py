@@ -93,6 +93,7 @@ def test_one_module_per_command_group() -> None:
         "digest": "erase", "erase": "erase", "recover": "erase", "locate": "erase",
         "authorize": "erase",
         "retention": "retention",
+        "replay": "replay",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
     }  # fmt: skip
     assert list(group.commands)[:3] == ["verify", "keygen", "show"]  # type: ignore[attr-defined]

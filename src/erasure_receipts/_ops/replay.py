@@ -39,12 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from .._engine.eraser import Eraser
-from ..errors import ConfigurationError, Error, NothingToEraseError
+from ..errors import ConfigurationError, Error
 from ..privacy import CommitmentKey
 from ..receipt import Receipt
 from ..trust import TrustedKey, TrustStore
 from ..verify import verify_receipt
 from . import history as _history
+from . import namespace as _namespace
 from . import subject as _subject
 
 __all__ = [
@@ -367,11 +368,9 @@ def _replay_one(
         # This database saw the erasure (its journal says so): not restored from before it.
         return replace(base, outcome="postdated"), None
     try:
-        if s.kind == "namespace":
-            return _replay_namespace(er, s, base, dry_run)
         raw = _open(s, db, key, subject_ids)
         rows = _measure(er, db, s, raw)
-        missing = _missing_tombstones(s, raw, db)
+        missing = _missing_tombstones(er, s, raw, db)
         if rows == 0 and not missing:
             return base, None
         if rows == 0:
@@ -404,6 +403,13 @@ class _Raw:
 def _open(s: _Scope, db: _Db, key: CommitmentKey | None, subject_ids: Sequence[str]) -> _Raw:
     sc = s.scope
     nss = tuple(tuple(ns) for ns in sc["store_namespaces"])
+    if s.kind == "namespace":
+        if "privacy" in sc:
+            raise ConfigurationError(
+                f"privacy-mode namespace receipt {s.receipt_id}: its prefix is a commitment, "
+                "which a replay cannot open; erase it with erase_namespace"
+            )
+        return _Raw(None, None, (), (tuple(sc["namespace"]),), None)
     if "privacy" not in sc:
         threads = tuple(sc["threads"]) if s.kind == "subject" else ()
         subject = sc["subject"] if s.kind == "subject" else None
@@ -438,6 +444,9 @@ def _open(s: _Scope, db: _Db, key: CommitmentKey | None, subject_ids: Sequence[s
 def _measure(er: Eraser, db: _Db, s: _Scope, raw: _Raw) -> int:
     """Rows of the scope in the database now (its erasure's own measurement; skipped
     where the database has no row of its threads and the scope names no store)."""
+    if s.kind == "namespace":
+        probe = _namespace.namespace_request(er, raw.store_namespaces[0], tombstone=False)
+        return int(_namespace.digest_namespace(er, probe).leaves)
     if not raw.store_namespaces and not (set(raw.threads) | {raw.thread_id}) & db.threads:
         return 0
     if s.kind == "subject":
@@ -469,9 +478,11 @@ def _check_kept(er: Eraser, s: _Scope, thread_id: str) -> None:
         )
 
 
-def _missing_tombstones(s: _Scope, raw: _Raw, db: _Db) -> bool:
+def _missing_tombstones(er: Eraser, s: _Scope, raw: _Raw, db: _Db) -> bool:
     if not s.scope.get("tombstone") or s.kind == "history":
         return False
+    if s.kind == "namespace":
+        return _namespace.namespace_erased(er, raw.store_namespaces[0]) is None
     threads = raw.threads if s.kind == "subject" else (raw.thread_id,)
     return any(t is not None and t not in db.tombstoned for t in threads)
 
@@ -492,41 +503,14 @@ def _erase(er: Eraser, s: _Scope, raw: _Raw, *, allow_empty: bool) -> Receipt:
     if s.kind == "subject":
         spec = replace(_subject_spec(er, s, raw, allow_empty=allow_empty), replay_of=of)
         return _subject.erase_subject(er, spec, er.residue_scan)
+    if s.kind == "namespace":
+        request = _namespace.namespace_request(
+            er, raw.store_namespaces[0], tombstone=tomb, allow_empty=allow_empty
+        )
+        return _namespace.erase_namespace(er, replace(request, replay_of=of), er.residue_scan)
     assert raw.thread_id is not None
     if s.kind == "history":
         request = _history.history_request(er, raw.thread_id, "latest", (), raw.store_namespaces)
     else:
         request = er.request(raw.thread_id, raw.store_namespaces, tomb, allow_empty)
-    try:
-        return er.erase(replace(request, replay_of=of), er.residue_scan)
-    except NothingToEraseError:
-        raise  # measured rows a moment ago: someone else erased them meanwhile
-
-
-def _replay_namespace(
-    er: Eraser, s: _Scope, base: ReplayedScope, dry_run: bool
-) -> tuple[ReplayedScope, Receipt | None]:
-    """A ``namespace`` receipt: its prefix measured, erased again and re-tombstoned."""
-    from . import namespace as _namespace
-
-    sc = s.scope
-    if "privacy" in sc:
-        raise ConfigurationError(
-            f"privacy-mode namespace receipt {s.receipt_id}: its prefix is a commitment, "
-            "which a replay cannot open; erase it with erase_namespace"
-        )
-    prefix = tuple(sc["namespace"])
-    tomb = bool(sc.get("tombstone"))
-    probe = _namespace.namespace_request(er, prefix, tombstone=False)
-    rows = int(_namespace.digest_namespace(er, probe).leaves)
-    missing = tomb and _namespace.namespace_erased(er, prefix) is None
-    if rows == 0 and not missing:
-        return base, None
-    outcome = "retombstoned" if rows == 0 else ("reappeared" if dry_run else "re_erased")
-    if dry_run:
-        return replace(base, outcome=outcome, rows=rows), None
-    request = _namespace.namespace_request(er, prefix, tombstone=tomb, allow_empty=rows == 0)
-    receipt = _namespace.erase_namespace(er, replace(request, replay_of=s.receipt_id),
-                                         er.residue_scan)  # fmt: skip
-    pre = int(receipt.predicate["pre_state"]["leaves"])
-    return replace(base, outcome=outcome, rows=pre, new_receipt_id=receipt.receipt_id), receipt
+    return er.erase(replace(request, replay_of=of), er.residue_scan)

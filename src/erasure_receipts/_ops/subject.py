@@ -171,6 +171,8 @@ class _Spec:
     authorization: Authorization | None = None
     replay_of: str | None = None
     """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
+    targets: tuple[Any, ...] = ()
+    """Erasure targets: the saver's and the call's (RECEIPT_SPEC.md 9.12)."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -292,7 +294,7 @@ def subject_spec(
         subject=subject_id, threads=explicit, metadata_key=metadata_key,
         store_namespaces=base.store_namespaces, needles=_strings(needles, "needles"),
         privacy=_commitment_key(privacy, commitment_key), tombstone=base.tombstone,
-        allow_empty=base.allow_empty,
+        allow_empty=base.allow_empty, targets=base.targets,
     )  # fmt: skip
 
 
@@ -320,7 +322,7 @@ def subject_request(er: Eraser, handle: Any, spec: _Spec) -> ErasureRequest:
         spec.subject, spec.store_namespaces, spec.tombstone, spec.allow_empty,
         kind="subject", threads=threads, subject=spec.subject,
         discovery=spec.metadata_key, needles=spec.needles, needle_scope="database",
-        privacy=spec.privacy, replay_of=spec.replay_of,
+        privacy=spec.privacy, replay_of=spec.replay_of, targets=spec.targets,
     )  # fmt: skip
 
 

@@ -265,3 +265,92 @@ def test_target_arguments_are_checked(signer: Signer) -> None:
             sqlite3.connect(":memory:"), signer=signer,
             targets=[SqlTarget("a", "k"), SqlTarget("a", "other")],
         )  # fmt: skip
+
+
+# -- after="threads_verified_gone": the grant ledger next to a resumable checkpoint -------
+
+
+def dependent() -> SqlTarget:
+    return SqlTarget("refund_grants", "thread_id", after="threads_verified_gone")
+
+
+def test_dependent_target_erased_with_the_whole_thread(ledger_db: Path, signer: Signer) -> None:
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[dependent()]
+    ) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+        other = grants(db, BYSTANDERS[0])
+        receipt = saver.erase_thread(THREAD)
+    assert grants(db, THREAD) == []
+    assert grants(db, BYSTANDERS[0]) == other
+    p = receipt.statement["predicate"]
+    assert p["targets"][0]["after"] == "threads_verified_gone"
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_dependent_target_untouched_when_the_thread_erasure_is_refused(
+    ledger_db: Path, signer: Signer
+) -> None:
+    """The needle is still in the thread's latest state: the history erasure is refused,
+    and the thread's grant rows (a consumed grant next to a resumable checkpoint) are
+    untouched - and the error says so."""
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[dependent()]
+    ) as saver:
+        run_chats(db, saver, [THREAD])
+        before = grants(db, THREAD)
+        cps = raw_rows(db, "checkpoints", "thread_id = ?", (THREAD,))
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_history(THREAD, needles=[EMAIL])
+        assert "dependent target(s) target:refund_grants are untouched" in str(err.value)
+        assert grants(db, THREAD) == before
+        assert raw_rows(db, "checkpoints", "thread_id = ?", (THREAD,)) == cps
+        # A history erasure that succeeds keeps the thread, and so its grant rows.
+        receipt = saver.erase_history(THREAD)
+    assert grants(db, THREAD) == before
+    p = receipt.statement["predicate"]
+    assert "targets" not in p and not any(t.startswith("target:") for t in p["methods"])
+    kept = [c for c in p["checks"] if c["name"] == "targets_kept"]
+    assert kept and "target:refund_grants" in kept[0]["detail"]
+
+
+def test_dependent_target_untouched_when_a_subject_erasure_is_refused(
+    ledger_db: Path, signer: Signer
+) -> None:
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        run_chats(db, saver, [THREAD, "unlisted-chat"])
+        before = grants(db, THREAD)
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_subject("carol", threads=[THREAD], needles=[EMAIL],
+                                targets=[dependent()])  # fmt: skip
+    assert "untouched" in str(err.value)
+    assert grants(db, THREAD) == before
+
+
+def test_a_retention_sweep_erases_each_thread_with_its_targets(
+    ledger_db: Path, tmp_path: Path, signer: Signer
+) -> None:
+    from datetime import timedelta
+
+    from erasure_receipts import Receipt
+
+    db = ledger_db
+    archive = tmp_path / "receipts"
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive, targets=[dependent()]
+    ) as saver:
+        run_chats(db, saver, [THREAD, *BYSTANDERS])
+        result = saver.erase_idle_threads(older_than=timedelta(0))
+    assert result.threads == 3
+    for t in (THREAD, *BYSTANDERS):
+        assert grants(db, t) == []
+    receipts = [Receipt.from_json(p.read_bytes()) for p in sorted(archive.glob("*.json"))]
+    assert len(receipts) == 3
+    for r in receipts:
+        tables = r.statement["predicate"]["pre_state"]["tables"]
+        assert tables["target:refund_grants"]["rows"] == 2
+        verify_receipt(r.to_json(), [signer.public_key])

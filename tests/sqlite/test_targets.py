@@ -354,3 +354,21 @@ def test_a_retention_sweep_erases_each_thread_with_its_targets(
         tables = r.statement["predicate"]["pre_state"]["tables"]
         assert tables["target:refund_grants"]["rows"] == 2
         verify_receipt(r.to_json(), [signer.public_key])
+
+
+def test_privacy_mode_refuses_targets_before_anything_is_deleted(
+    ledger_db: Path, signer: Signer
+) -> None:
+    from erasure_receipts import CommitmentKey
+
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        run_chats(db, saver, [THREAD])
+        with pytest.raises(ConfigurationError, match="privacy mode"):
+            saver.erase_subject(
+                "carol", threads=[THREAD], privacy="commitments",
+                commitment_key=CommitmentKey.generate(),
+                targets=[SqlTarget("refund_grants", "thread_id")],
+            )  # fmt: skip
+    assert raw_rows(db, "checkpoints", "thread_id = ?", (THREAD,))
+    assert len(grants(db, THREAD)) == 2

@@ -304,6 +304,11 @@ class TargetsBackend(GuardedBackend):
     def __init__(self, inner: ErasureBackend, request: ErasureRequest) -> None:
         super().__init__(inner, None)
         base = _base(inner)
+        if request.privacy is not None:
+            raise ConfigurationError(
+                "targets= are not available in privacy mode (their names and databases "
+                "would be in the receipt in clear)"
+            )
         if base.kind not in ("sqlite", "postgres"):
             raise ConfigurationError(f"targets= need a SQLite or PostgreSQL saver, not {base.kind}")
         self._kind = base.kind

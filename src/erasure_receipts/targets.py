@@ -216,6 +216,24 @@ class VectorStoreTarget:
             out[doc_id] = canonicalize(body, floats=True)
         return out
 
+    def locate(self, forms: Sequence[bytes]) -> list[str]:
+        """Ids of every document whose text or metadata (as JSON) holds one of ``forms``
+        (the needle check; a store that cannot be listed is not searched: [])."""
+        import json
+
+        try:
+            docs = _all_documents(self.vectorstore)
+        except ConfigurationError:
+            return []
+        out = []
+        for i, text, meta in docs:
+            for v in (text, json.dumps(meta, ensure_ascii=False, default=str, sort_keys=True)):
+                data = v.encode("utf-8", "surrogatepass")
+                if any(f in data for f in forms):
+                    out.append(i)
+                    break
+        return out
+
     def delete(self, key_value: str, item_keys: Sequence[str]) -> None:
         """``vectorstore.delete(ids=...)``."""
         if item_keys:
@@ -235,12 +253,23 @@ class VectorStoreTarget:
 
 def _documents(vs: Any) -> Iterable[tuple[str, dict[str, Any]]]:
     """``(id, metadata)`` of every document of a store that can be listed."""
+    return [(i, meta) for i, _, meta in _all_documents(vs)]
+
+
+def _all_documents(vs: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(id, text, metadata)`` of every document of a store that can be listed."""
     store = getattr(vs, "store", None)
     if isinstance(store, dict):  # langchain_core InMemoryVectorStore
-        return [(str(k), dict(v.get("metadata") or {})) for k, v in store.items()]
+        return [
+            (str(k), str(v.get("text", "")), dict(v.get("metadata") or {}))
+            for k, v in store.items()
+        ]
     docstore = getattr(getattr(vs, "docstore", None), "_dict", None)
     if isinstance(docstore, dict):  # langchain_community FAISS
-        return [(str(k), dict(getattr(d, "metadata", {}) or {})) for k, d in docstore.items()]
+        return [
+            (str(k), str(getattr(d, "page_content", "")), dict(getattr(d, "metadata", {}) or {}))
+            for k, d in docstore.items()
+        ]
     raise ConfigurationError(
         f"{type(vs).__name__}: its documents cannot be listed to match metadata; "
         "give VectorStoreTarget ids_for= instead"

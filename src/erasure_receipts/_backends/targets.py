@@ -272,13 +272,18 @@ class ItemsPart:
         raw = self.target.items(self.value)
         out: dict[str, bytes] = {}
         for k, v in dict(raw).items():
-            if not isinstance(k, str) or not isinstance(v, bytes | bytearray):
+            if not isinstance(k, str) or not k or not isinstance(v, bytes | bytearray):
                 raise TypeError(
-                    f"target {self.target.name!r}: items() maps str keys to bytes, got "
+                    f"target {self.target.name!r}: items() maps non-empty str keys to bytes, got "
                     f"{type(k).__name__} -> {type(v).__name__}"
                 )
             out[k] = bytes(v)
         return out
+
+    @property
+    def measured(self) -> list[str]:
+        """The keys of the items last measured."""
+        return list(self._items)
 
     def _leaf(self, key: str, data: bytes) -> bytes:
         return encode_row(self.target.name, [key], [("key", key), ("data", data)])

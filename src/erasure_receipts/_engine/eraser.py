@@ -360,6 +360,11 @@ class TargetsBackend(GuardedBackend):
             if isinstance(t, SqlTarget) and t.database is None:
                 values = [v for v, _ in target_values(self._request, t)]
                 out += find_sql_needles(self._kind, self._handle, t, forms, values)
+            elif callable(getattr(t, "locate", None)):  # items outside the erased scope
+                erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
+                          for k in p.measured}  # fmt: skip
+                out += [{"table": label(t), "key": k, "via": "target"}
+                        for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
         return out
 
     def close(self) -> None:

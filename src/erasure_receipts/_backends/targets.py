@@ -105,6 +105,11 @@ def sql_target_part(kind: str, handle: Any, target: SqlTarget, value: str, unit:
                        unit=unit, source=target.table)  # fmt: skip
 
 
+def handle_kind(handle: Any) -> str:
+    """``sqlite`` for a ``sqlite3.Connection``, else ``postgres`` (a session)."""
+    return "sqlite" if isinstance(handle, sqlite3.Connection) else "postgres"
+
+
 def find_sql_needles(
     kind: str, handle: Any, target: SqlTarget, forms: Sequence[bytes], values: Sequence[str]
 ) -> list[dict[str, Any]]:
@@ -115,14 +120,14 @@ def find_sql_needles(
     if kind == "sqlite":
         shape = _sqlite_shape(handle, target.table)
         names = [n for n, _, _ in shape]
-        marks = ", ".join("?" for _ in values) or "NULL"
+        marks = ", ".join("?" for _ in values)
         sel = ", ".join(
             f"CASE WHEN typeof(\"{n}\") IN ('text', 'blob') THEN CAST(\"{n}\" AS BLOB) END"
             for n in names
         )
+        where = f"{col} IS NULL OR {col} NOT IN ({marks})" if values else "1 = 1"
         rows = handle.execute(
-            f'SELECT {sel} FROM "{target.table}" WHERE {col} IS NULL OR {col} NOT IN ({marks})',
-            list(values),
+            f'SELECT {sel} FROM "{target.table}" WHERE {where}', list(values)
         ).fetchall()
     else:
         from .postgres.leaves import describe

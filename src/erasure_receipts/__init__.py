@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from .receipt import Receipt
     from .request import Authorization, RequestContext, authorize
     from .signing import PublicKey, Signer
+    from .targets import ErasureTarget, FunctionTarget, SqlTarget, VectorStoreTarget
     from .trust import TrustedKey, TrustStore
     from .verify import VerifiedReceipt, verify_receipt
 
@@ -119,6 +120,10 @@ _LAZY = {
     "ErasedDataRestoredError": "errors",
     "ReplayResult": "_ops.replay",
     "ReplayedScope": "_ops.replay",
+    "ErasureTarget": "targets",
+    "FunctionTarget": "targets",
+    "SqlTarget": "targets",
+    "VectorStoreTarget": "targets",
 }
 
 __all__ = [
@@ -135,7 +140,9 @@ __all__ = [
     "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
+    "ErasureTarget",
     "Error",
+    "FunctionTarget",
     "InclusionProofError",
     "InputError",
     "KeyFormatError",
@@ -158,6 +165,7 @@ __all__ = [
     "RequestContext",
     "SignatureError",
     "Signer",
+    "SqlTarget",
     "SubjectDigest",
     "SweepEvent",
     "SweepResult",
@@ -166,6 +174,7 @@ __all__ = [
     "TrustStore",
     "TrustedKey",
     "UntrustedKeyError",
+    "VectorStoreTarget",
     "VerificationError",
     "VerifiedReceipt",
     "__version__",

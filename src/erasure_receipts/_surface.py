@@ -250,6 +250,7 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Erase every row of the thread (all tables, all namespaces) and its store items.
 
@@ -269,7 +270,8 @@ class ErasureMethods(_Configured):
         :class:`Authorization`) become the receipt's ``request``/``authorization``
         (RECEIPT_SPEC.md 9.6); an authorization for another scope or request id, or past
         its ``not_after`` by the saver's clock, is refused before anything is deleted
-        (``AuthorizationError``).
+        (``AuthorizationError``). ``targets`` (``erasure_receipts.targets``) are erased
+        with the thread, after the saver's (RECEIPT_SPEC.md 9.12).
         """
         erasure = self._eraser.request(
             thread_id,
@@ -278,6 +280,7 @@ class ErasureMethods(_Configured):
             allow_empty,
             request=request,
             authorization=authorization,
+            targets=targets,
         )
         self._eraser.preflight()
         self._eraser.db.prepare()
@@ -528,6 +531,7 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Erase every thread of one data subject and its store prefixes, in one
         transaction, into one receipt (kind ``subject``) with one unit per thread.
@@ -550,6 +554,8 @@ class ErasureMethods(_Configured):
         ``request``/``authorization`` as for ``erase_thread`` (RECEIPT_SPEC.md 9.6): the
         authorization names the subject, store namespaces, the explicit ``threads`` and
         the ``metadata_key`` (all must be the authorized ones), not the threads found.
+        ``targets`` as for ``erase_thread``; a ``key="subject"`` target is erased by the
+        subject's id (its own unit), a ``key="thread"`` one by each thread's.
         """
         spec = _subject.subject_spec(
             self._eraser,
@@ -563,7 +569,12 @@ class ErasureMethods(_Configured):
             tombstone,
             allow_empty,
         )
-        spec = replace(spec, context=request, authorization=authorization)
+        spec = replace(
+            spec,
+            context=request,
+            authorization=authorization,
+            targets=self._eraser.with_targets(targets),
+        )
         self._eraser.preflight()
         self._eraser.db.prepare()
         return _subject.erase_subject(self._eraser, spec, self._eraser.scan(residue_scan))
@@ -729,6 +740,7 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_thread`."""
         erasure = self._eraser.request(
@@ -738,6 +750,7 @@ class AsyncErasureMethods(_Configured):
             allow_empty,
             request=request,
             authorization=authorization,
+            targets=targets,
         )
         self._eraser.preflight()
         await self._adb.aprepare()
@@ -924,6 +937,7 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_subject`."""
         spec = _subject.subject_spec(
@@ -938,7 +952,12 @@ class AsyncErasureMethods(_Configured):
             tombstone,
             allow_empty,
         )
-        spec = replace(spec, context=request, authorization=authorization)
+        spec = replace(
+            spec,
+            context=request,
+            authorization=authorization,
+            targets=self._eraser.with_targets(targets),
+        )
         self._eraser.preflight()
         await self._adb.aprepare()
         receipt = await self._adb.flow(

@@ -239,8 +239,9 @@ _K_PREDICATE = frozenset(
 )  # fmt: skip
 _K_PREDICATE_THREAD = _K_PREDICATE | {"kind"}
 _K_PREDICATE_OPT = frozenset(
-    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of")
-)
+    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of",
+     "targets")
+)  # fmt: skip
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
 _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
 _K_SCOPE_SUBJECT = frozenset(
@@ -676,6 +677,42 @@ def _validate(st: Any, full: bool) -> None:
         validate_request_members(p)
     if "replay_of" in p:  # section 9.11: the erasure a replay after a restore repeats
         _str(p["replay_of"], "predicate.replay_of", is_uuid)
+    if "targets" in p:  # section 9.12: the application's own data erased with the scope
+        _targets(p["targets"])
+
+
+_K_TARGET = frozenset(("name", "type", "key", "method"))
+_K_TARGET_OPT = frozenset(("table", "key_column", "database", "after", "store", "metadata_key"))
+TARGET_TYPES = ("sql", "vectorstore", "function")
+"""``targets[].type`` (RECEIPT_SPEC.md 9.12)."""
+
+
+def _target_name(v: str) -> bool:
+    return len(v) <= 56 and is_name(v) and ":" not in v
+
+
+def _targets(targets: Any) -> None:
+    """The ``targets`` member (9.12): one entry per target, sorted by unique name."""
+    path = "predicate.targets"
+    names = []
+    for i, t in enumerate(_list(targets, path, 1)):
+        t = _obj(t, (path, i), _K_TARGET, _K_TARGET_OPT)
+        names.append(_str(t["name"], (path, i, "name"), _target_name))
+        if t["type"] not in TARGET_TYPES:
+            raise _fail((path, i, "type"), f"unknown target type {t['type']!r}")
+        if t["key"] not in ("thread", "subject"):
+            raise _fail((path, i, "key"), 'must be "thread" or "subject"')
+        if t["method"] not in ("atomic-transaction", "sweep"):
+            raise _fail((path, i, "method"), 'must be "atomic-transaction" or "sweep"')
+        if "after" in t and t["after"] != "threads_verified_gone":
+            raise _fail((path, i, "after"), 'must be "threads_verified_gone"')
+        for k in ("table", "key_column", "store", "metadata_key"):
+            if k in t:
+                _str(t[k], (path, i, k), max_len=256)
+        if "database" in t:
+            _str(t["database"], (path, i, "database"), max_len=4096)
+    if names != sorted(set(names)):
+        raise _fail(path, "must be sorted by unique name")
 
 
 def statement_is_valid(st: Any) -> bool:

@@ -266,6 +266,9 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         if extra is not None:
             tables |= set(extra["tables"])
     methods, namespaces = p["methods"], p["scope"]["store_namespaces"]
+    if "targets" in p or any(t.startswith("target:") for t in tables | set(methods)):
+        # 9.12: each target is a table and a method group of its own, named in targets
+        tables, methods = _check_targets(p, tables, methods, mismatch)
     known = TABLES.get(p["backend"]["kind"])
     if known is not None and not tables <= known:
         unknown = ", ".join(sorted(tables - known))
@@ -307,6 +310,32 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         )
     if methods.get("store") == "sweep" and "store_vectors" in tables:
         raise mismatch("a swept store is measured as one table, store; not store_vectors")
+
+
+def _check_targets(
+    p: dict[str, Any], tables: set[str], methods: dict[str, Any], mismatch: Any
+) -> tuple[set[str], dict[str, Any]]:
+    """The targets (RECEIPT_SPEC.md 9.12) are exactly the ``target:`` tables and method
+    groups, each with its target's method; returns the tables and methods without them,
+    for the rules of the scope's own tables."""
+    targets = {f"target:{t['name']}": t for t in p.get("targets") or ()}
+    if targets and p.get("kind") not in ("thread", "subject"):
+        raise mismatch("only thread and subject receipts erase targets")
+    listed = {t for t in tables if t.startswith("target:")}
+    grouped = {m for m in methods if m.startswith("target:")}
+    if listed != set(targets) or grouped != set(targets):
+        raise mismatch(
+            f"targets {sorted(targets)} must be exactly the target tables {sorted(listed)} "
+            f"and method groups {sorted(grouped)}"
+        )
+    for name, t in targets.items():
+        if methods[name] != t["method"]:
+            raise mismatch(
+                f"methods[{name!r}] is {methods[name]!r}, its target says {t['method']!r}"
+            )
+        if t["key"] == "subject" and p.get("kind") != "subject":
+            raise mismatch(f"{name} is keyed by subject, in a {p.get('kind')} receipt")
+    return tables - listed, {k: v for k, v in methods.items() if k not in grouped}
 
 
 def check_residue(predicate: dict[str, Any]) -> None:
@@ -419,6 +448,7 @@ def _check_units(p: dict[str, Any], bad: Any) -> None:
     want = [f"thread:{t}" for t in scope["threads"]]
     if scope["store_namespaces"]:
         want.append("store")
+    want += [f"target:{t['name']}" for t in p.get("targets") or () if t["key"] == "subject"]
     if names != sorted(want):
         raise bad("units do not name exactly the scope's threads and store", "units_mismatch")
     tables: dict[str, list[int]] = {}

@@ -97,6 +97,8 @@ def show(
         lines.append(f"request      {rq['id']!r} (basis {rq['basis']!r}){when}")
     if "replay_of" in p:  # RECEIPT_SPEC.md 9.11
         lines.append(f"replay of    {p['replay_of']} (the same scope erased again after a restore)")
+    for t in p.get("targets") or ():  # RECEIPT_SPEC.md 9.12
+        lines.append(f"target       {_target_text(t)}")
     if "authorization" in p:
         a = p["authorization"]
         keys = ", ".join(s["keyid"][:16] for s in a["signatures"])
@@ -105,6 +107,19 @@ def show(
     signers = ", ".join(s.keyid[:16] for s in r.signatures)
     lines.append(f"signed by    {signers}")
     typer.echo("\n".join(lines))
+
+
+def _target_text(t: dict[str, Any]) -> str:
+    """One erasure target as ``receipt show`` names it (RECEIPT_SPEC.md 9.12)."""
+    what = {
+        "sql": f"table {t.get('table')!r} by {t.get('key_column')!r}"
+        + (f" in {t['database']}" if "database" in t else " (same database)"),
+        "vectorstore": f"{t.get('store')} documents"
+        + (f" by metadata {t['metadata_key']!r}" if "metadata_key" in t else " by ids"),
+        "function": "items through the target protocol",
+    }.get(str(t["type"]), str(t["type"]))
+    after = ", only once the threads were verified gone" if "after" in t else ""
+    return f"target:{t['name']}: {what}, keyed by {t['key']}, {t['method']}{after}"
 
 
 def _show_scope(p: dict[str, Any]) -> list[str]:

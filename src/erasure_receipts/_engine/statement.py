@@ -22,6 +22,7 @@ from ..errors import (
 from ..receipt import Receipt, build_statement, validate_statement
 from ..signing import Signer
 from .needles import NEEDLE_FORMS
+from .targets import target_members, target_units
 from .types import (
     RECEIPT_HEADROOM,
     ErasureBackend,
@@ -131,6 +132,7 @@ def _members(
         missing = [f"thread:{t}" for t in request.threads if f"thread:{t}" not in present]
         if request.store_namespaces and "store" not in present:
             missing.append("store")  # e.g. the store's tables do not exist (yet): 0 rows
+        missing += [u for u in target_units(request) if u not in present]
         m = replace(m, units=[*m.units, *((u, EMPTY_ROOT, {}) for u in missing)])
         units = [
             {"name": rename.get(unit, unit), "digest": {"sha256": root.hex()},
@@ -154,6 +156,9 @@ def _members(
         out["authorization"] = request.authorization
     if request.replay_of is not None:
         out["replay_of"] = request.replay_of
+    targets = target_members(request)
+    if targets:  # 9.12
+        out["targets"] = targets
     return out
 
 
@@ -175,6 +180,7 @@ def preflight(
     ]
     if request.store_namespaces and request.kind == "subject":
         units.append(("store", EMPTY_ROOT, {}))
+    units += [(u, EMPTY_ROOT, {}) for u in target_units(request)]
     placeholder = {
         "commitment": "hmac-sha256", "salt": None, "values": ["0" * 64] * len(request.needles),
         "forms": list(NEEDLE_FORMS), "searched": request.needle_scope, "occurrences_after": 0,
@@ -211,7 +217,9 @@ def preflight(
         )
 
 
-_EXTRA = ("kept_state", "units", "needles", "request", "authorization", "replay_of")
+_EXTRA = (
+    "kept_state", "units", "needles", "request", "authorization", "replay_of", "targets",
+)  # fmt: skip
 
 
 def _statement(

@@ -46,18 +46,26 @@ class SqlTablePart:
     """The receipt unit the rows belong to (``thread:<id>``, ``store``; "" = one tree)."""
     role: str = "removed"
     """``removed`` (measured and deleted) or ``kept`` (measured only: history receipts)."""
+    source: str = ""
+    """The stored table's name when ``table`` (the receipt's name) differs: an
+    erasure target's ``target:<name>``."""
     _columns: list[str] | None = None
     _pk: list[str] | None = None
     _measured: int = 0
     _last_bytes: int = 0
     _encoding: str = "utf-8"
 
+    @property
+    def stored(self) -> str:
+        """The table's name in the database."""
+        return self.source or self.table
+
     def _describe(self) -> tuple[list[str], list[str]] | None:
         if self._columns is None:
             # Names read as BLOBs: a connection's text_factory must not change them.
             info = self.conn.execute(
                 "SELECT CAST(name AS BLOB), pk FROM pragma_table_info(?) ORDER BY cid",
-                (self.table,),
+                (self.stored,),
             ).fetchall()
             if not info:
                 return None  # the table does not exist (e.g. store without vectors)
@@ -93,7 +101,7 @@ class SqlTablePart:
         ]
         order = ", ".join(_quote(c) for c in pk)
         sql = (
-            f"SELECT {values}, {', '.join(masks)} FROM {_quote(self.table)} "
+            f"SELECT {values}, {', '.join(masks)} FROM {_quote(self.stored)} "
             f"WHERE {self.where} ORDER BY {order}"
         )
         cur = self.conn.cursor()
@@ -121,7 +129,7 @@ class SqlTablePart:
         if desc is None:
             return count
         cols, pk = desc
-        leaf = RowLeafHasher(self.table, cols, pk).stored
+        leaf = RowLeafHasher(self.stored, cols, pk).stored
         ns_idx = cols.index("checkpoint_ns") if "checkpoint_ns" in cols else None
         utf8 = self._encoding == "utf-8"
         for row, mask in self._rows():
@@ -143,7 +151,7 @@ class SqlTablePart:
         desc = self._describe()
         if desc is None:
             return
-        leaf = RowLeafHasher(self.table, *desc).stored_data
+        leaf = RowLeafHasher(self.stored, *desc).stored_data
         for row, mask in self._rows():
             yield leaf(self._utf8(row, mask), mask)
 
@@ -157,7 +165,9 @@ class SqlTablePart:
         from the number :meth:`erase` measured."""
         if self._describe() is None:
             return
-        cur = self.conn.execute(f'DELETE FROM "{self.table}" WHERE {self.where}', list(self.params))
+        cur = self.conn.execute(
+            f"DELETE FROM {_quote(self.stored)} WHERE {self.where}", list(self.params)
+        )
         if cur.rowcount != self._measured:
             raise RuntimeError(
                 f"{self.table}: measured {self._measured} rows but deleted {cur.rowcount}"
@@ -168,7 +178,7 @@ class SqlTablePart:
         if self._describe() is None:
             return 0
         row = self.conn.execute(
-            f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', list(self.params)
+            f"SELECT count(*) FROM {_quote(self.stored)} WHERE {self.where}", list(self.params)
         ).fetchone()
         return int(row[0])
 

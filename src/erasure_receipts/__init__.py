@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ._ops.history import SweepEvent, SweepResult
+    from ._ops.redact import MIN_NEEDLE_CHARS
     from ._ops.replay import ReplayedScope, ReplayResult
     from ._ops.subject import Location, SubjectDigest
     from ._savers.postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         NeedlesFoundError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
+        NothingToRedactError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
@@ -119,9 +121,12 @@ _LAZY = {
     "ErasedDataRestoredError": "errors",
     "ReplayResult": "_ops.replay",
     "ReplayedScope": "_ops.replay",
+    "NothingToRedactError": "errors",
+    "MIN_NEEDLE_CHARS": "_ops.redact",
 }
 
 __all__ = [
+    "MIN_NEEDLE_CHARS",
     "ArgumentTypeError",
     "AsyncAttestingPostgresSaver",
     "AsyncAttestingSqliteSaver",
@@ -148,6 +153,7 @@ __all__ = [
     "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
+    "NothingToRedactError",
     "PendingErasure",
     "PublicKey",
     "Receipt",

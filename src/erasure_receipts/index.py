@@ -82,6 +82,7 @@ FIELDS: tuple[str, ...] = (
     "key_name",
     "log_index",
     "source",
+    "checkpoints_kept",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -110,7 +111,9 @@ def index_record(
     id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
     ``received_at``, whole seconds; null without ``received_at``); all null without a
     request. The requester is never a column. ``replay_of``: the receipt a replay after
-    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise."""
+    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``checkpoints_kept``: the
+    thread's checkpoints a ``redaction`` receipt kept (all of them; null for the other
+    kinds), while ``rows`` counts the rows it rewrote."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -165,6 +168,7 @@ def index_record(
         "key_name": v.key_name,
         "log_index": log_index,
         "source": source,
+        "checkpoints_kept": p["redaction"]["checkpoints_after"] if kind == "redaction" else None,
     }
     return record
 

@@ -162,7 +162,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace"}  # fmt: skip
+                "namespace": "store namespace", "redaction": "thread"}  # fmt: skip
 
 
 def _verify_file(
@@ -232,6 +232,8 @@ def _what_erased(res: dict[str, Any]) -> str:
         return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
     n = res["rows"]
     kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
+    if res["kind"] == "redaction":  # RECEIPT_SPEC.md 9.12: rewritten, every checkpoint kept
+        kept = ", rewritten in place; every checkpoint kept"
     return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 

@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ._ops.history import SweepEvent, SweepResult
+    from ._ops.redact import MIN_NEEDLE_CHARS
     from ._ops.replay import ReplayedScope, ReplayResult
     from ._ops.subject import Location, SubjectDigest
     from ._savers.postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         NeedlesFoundError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
+        NothingToRedactError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
@@ -124,9 +126,12 @@ _LAZY = {
     "FunctionTarget": "targets",
     "SqlTarget": "targets",
     "VectorStoreTarget": "targets",
+    "NothingToRedactError": "errors",
+    "MIN_NEEDLE_CHARS": "_ops.redact",
 }
 
 __all__ = [
+    "MIN_NEEDLE_CHARS",
     "ArgumentTypeError",
     "AsyncAttestingPostgresSaver",
     "AsyncAttestingSqliteSaver",
@@ -155,6 +160,7 @@ __all__ = [
     "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
+    "NothingToRedactError",
     "PendingErasure",
     "PublicKey",
     "Receipt",

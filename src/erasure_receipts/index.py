@@ -85,6 +85,7 @@ FIELDS: tuple[str, ...] = (
     "targets",
     "rows_targets",
     "bytes_targets",
+    "checkpoints_kept",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -114,9 +115,11 @@ def index_record(
     ``received_at``, whole seconds; null without ``received_at``); all null without a
     request. The requester is never a column. ``replay_of``: the receipt a replay after
     a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``targets``: the names of
-    the erasure targets (RECEIPT_SPEC.md 9.12) joined by ``;`` (null without any), their
+    the erasure targets (RECEIPT_SPEC.md 9.13) joined by ``;`` (null without any), their
     rows and bytes in ``rows_targets``/``bytes_targets`` (not in the checkpoints
-    group)."""
+    group). ``checkpoints_kept``: the
+    thread's checkpoints a ``redaction`` receipt kept (all of them; null for the other
+    kinds), while ``rows`` counts the rows it rewrote."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -175,6 +178,7 @@ def index_record(
         "targets": ";".join(t["name"] for t in p.get("targets") or ()) or None,
         "rows_targets": groups["targets"][0],
         "bytes_targets": groups["targets"][1],
+        "checkpoints_kept": p["redaction"]["checkpoints_after"] if kind == "redaction" else None,
     }
     return record
 

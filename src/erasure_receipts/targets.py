@@ -1,5 +1,5 @@
 """Erasure targets: the application's own data about a thread or a data subject,
-erased with it and attested in the same receipt (RECEIPT_SPEC.md 9.12).
+erased with it and attested in the same receipt (RECEIPT_SPEC.md 9.13).
 
 A target is given to a saver (``targets=[...]``) or to one call (``erase_thread(...,
 targets=[...])``, ``erase_subject``). Each appears in the receipt as its own table
@@ -56,7 +56,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 class ErasureTarget(Protocol):
     """What the engine needs of a target that is not a table: its items under one key
     value (a thread id or a subject), each with a stable key and its raw bytes (the
-    digest's leaf, RECEIPT_SPEC.md 9.12), and a way to delete them. Such a target is
+    digest's leaf, RECEIPT_SPEC.md 9.13), and a way to delete them. Such a target is
     measured inside the erasure transaction (before anything is deleted: one that
     raises stops the erasure there) and swept after the commit."""
 

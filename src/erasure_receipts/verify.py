@@ -180,6 +180,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         name = f"langgraph-thread-history:{scope['thread_id']}"
     elif kind == "namespace":  # 9.7
         name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
+    elif kind == "redaction":  # 9.12
+        name = f"langgraph-thread-redaction:{scope['thread_id']}"
     else:
         name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
@@ -222,6 +224,33 @@ def check_semantics(statement: dict[str, Any]) -> None:
             raise bad("a history receipt's thread lives on: scope.tombstone must be false")
         if needles is not None and needles["searched"] != "thread":
             raise bad('a history receipt\'s needles are searched in the thread ("thread")')
+    if kind == "redaction":
+        _check_redaction(p, bad)
+
+
+def _check_redaction(p: dict[str, Any], bad: Any) -> None:
+    """Kind ``redaction`` (RECEIPT_SPEC.md 9.12): the same rows before and after (each
+    table's row count unchanged), at least one, no needle left, every check passed and
+    every checkpoint kept."""
+    pre, post, r = p["pre_state"], p["post_state"], p["redaction"]
+    if p["needles"]["occurrences_after"]:
+        raise bad("status is redacted but a needle still occurs", "needles_remain")
+    if p["needles"]["searched"] != "thread":
+        raise bad('a redaction receipt\'s needles are searched in the thread ("thread")')
+    if not pre["leaves"]:
+        raise bad("a redaction receipt names no rewritten row")
+    changed = {k: (t["rows"], post["tables"][k]["rows"]) for k, t in pre["tables"].items()
+               if post["tables"][k]["rows"] != t["rows"]}  # fmt: skip
+    if changed:
+        raise bad(f"a redaction rewrites rows in place; row counts differ: {changed}")
+    failed = [c["name"] for c in p["checks"] if c["result"] != "pass"]
+    if failed:
+        raise bad(f"status is redacted but checks failed: {', '.join(failed)}", "check_failed")
+    if r["checkpoints_before"] != r["checkpoints_after"]:
+        raise bad(
+            f"a redaction keeps every checkpoint: {r['checkpoints_before']} before, "
+            f"{r['checkpoints_after']} after"
+        )
 
 
 TABLES = {
@@ -267,7 +296,7 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
             tables |= set(extra["tables"])
     methods, namespaces = p["methods"], p["scope"]["store_namespaces"]
     if "targets" in p or any(t.startswith("target:") for t in tables | set(methods)):
-        # 9.12: each target is a table and a method group of its own, named in targets
+        # 9.13: each target is a table and a method group of its own, named in targets
         tables, methods = _check_targets(p, tables, methods, mismatch)
     known = TABLES.get(p["backend"]["kind"])
     if known is not None and not tables <= known:
@@ -315,7 +344,7 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
 def _check_targets(
     p: dict[str, Any], tables: set[str], methods: dict[str, Any], mismatch: Any
 ) -> tuple[set[str], dict[str, Any]]:
-    """The targets (RECEIPT_SPEC.md 9.12) are exactly the ``target:`` tables and method
+    """The targets (RECEIPT_SPEC.md 9.13) are exactly the ``target:`` tables and method
     groups, each with its target's method; returns the tables and methods without them,
     for the rules of the scope's own tables."""
     targets = {f"target:{t['name']}": t for t in p.get("targets") or ()}

@@ -99,7 +99,7 @@ def grants(db: Path, thread_id: str) -> list[tuple[Any, ...]]:
 
 def digest_of(db: Path, parts: list[tuple[str, str, str, tuple[Any, ...]]]) -> str:
     """The pre-state root from raw rows of a copy: ``(receipt table, stored table, where,
-    params)`` in receipt-table order, leaves named by the stored table (9.12)."""
+    params)`` in receipt-table order, leaves named by the stored table (9.13)."""
     hashes = []
     for _, table, where, params in sorted(parts):
         cols, pk = columns(db, table), pk_columns(db, table)

@@ -205,7 +205,7 @@ def test_function_target_files_of_a_cache(tmp_path: Path, signer: Signer) -> Non
             leaf_hash(encode_row("answer-cache", [k], [("key", k), ("data", v)]))
             for k, v in sorted(items(THREADS[0]).items())
         ]
-        # tables in name order: checkpoints, target:answer-cache, writes (9.12)
+        # tables in name order: checkpoints, target:answer-cache, writes (9.13)
         expected = naive_root(
             table_leaves(tmp_path / "app.db", "checkpoints", THREADS[0]) + files
             + table_leaves(tmp_path / "app.db", "writes", THREADS[0])

@@ -259,7 +259,7 @@ class OtherDatabasePart:
 class ItemsPart:
     """An :class:`~erasure_receipts.targets.ErasureTarget`'s items of one key value:
     one leaf per item (table ``target:<name>``: key TEXT, data BLOB; RECEIPT_SPEC.md
-    9.12), measured in the erasure transaction, swept after the commit."""
+    9.13), measured in the erasure transaction, swept after the commit."""
 
     target: Any
     value: str

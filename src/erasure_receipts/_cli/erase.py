@@ -106,7 +106,7 @@ TargetOpt = Annotated[
         "--target",
         help="an application table of the same database erased with the scope, "
         "TABLE:KEY_COLUMN[:thread|subject] (keyed by thread id, the default, or by the "
-        "subject); repeatable (RECEIPT_SPEC.md 9.12)",
+        "subject); repeatable (RECEIPT_SPEC.md 9.13)",
     ),
 ]
 

@@ -162,7 +162,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace"}  # fmt: skip
+                "namespace": "store namespace", "redaction": "thread"}  # fmt: skip
 
 
 def _verify_file(
@@ -196,7 +196,7 @@ def _verify_file(
             res["kept_rows"] = p["kept_state"]["leaves"]
         if "replay_of" in p:
             res["replay_of"] = p["replay_of"]
-        if "targets" in p:  # RECEIPT_SPEC.md 9.12
+        if "targets" in p:  # RECEIPT_SPEC.md 9.13
             res["targets"] = [{k: t[k] for k in ("name", "type", "method")} for t in p["targets"]]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
@@ -240,6 +240,8 @@ def _what_erased(res: dict[str, Any]) -> str:
         return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
     n = res["rows"]
     kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
+    if res["kind"] == "redaction":  # RECEIPT_SPEC.md 9.12: rewritten, every checkpoint kept
+        kept = ", rewritten in place; every checkpoint kept"
     return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 

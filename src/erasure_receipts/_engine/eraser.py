@@ -422,7 +422,7 @@ class Eraser:
         self.tombstone_policy = tombstone_policy
         self.targets: tuple[Any, ...] = check_targets(targets)
         """The saver's erasure targets (``targets=``), erased with every thread or
-        subject erasure (RECEIPT_SPEC.md 9.12)."""
+        subject erasure (RECEIPT_SPEC.md 9.13)."""
         self.check_erasures: str | os.PathLike[str] | ReceiptLog | None = None
         """The startup guard's receipt archive or log (``check_erasures=``), or None."""
         self.guard_state: bool | str | None = None

@@ -166,7 +166,7 @@ class ErasureRequest:
     receipt's ``replay_of`` member, RECEIPT_SPEC.md 9.11)."""
     targets: tuple[Any, ...] = ()
     """Erasure targets (``erasure_receipts.targets``): the saver's and the call's; the
-    engine applies those of the request's kind (RECEIPT_SPEC.md 9.12)."""
+    engine applies those of the request's kind (RECEIPT_SPEC.md 9.13)."""
 
     @property
     def all_threads(self) -> tuple[str, ...]:

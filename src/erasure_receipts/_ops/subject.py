@@ -172,7 +172,7 @@ class _Spec:
     replay_of: str | None = None
     """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
     targets: tuple[Any, ...] = ()
-    """Erasure targets: the saver's and the call's (RECEIPT_SPEC.md 9.12)."""
+    """Erasure targets: the saver's and the call's (RECEIPT_SPEC.md 9.13)."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -468,7 +468,7 @@ def locate(er: Eraser, needles: Sequence[str]) -> list[Location]:
 
 
 def _target_locations(er: Eraser, forms: list[tuple[int, str, bytes]]) -> list[dict[str, Any]]:
-    """The saver's targets searched too (RECEIPT_SPEC.md 9.12): tables of its database
+    """The saver's targets searched too (RECEIPT_SPEC.md 9.13): tables of its database
     by SQL, item targets that can be searched (``locate``) through their API."""
     from .._backends.targets import find_sql_needles, handle_kind, label
     from ..targets import SqlTarget

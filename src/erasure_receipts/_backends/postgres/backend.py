@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._clock import fresh_after
@@ -147,6 +147,51 @@ class PgTablePart:
             raise RuntimeError(
                 f"{self.table}: measured {self._measured} rows but deleted {deleted}"
             )
+
+    def key_columns(self) -> list[str]:
+        """The primary-key columns."""
+        return list(self.shape.pk)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Redaction: every row of the scope as ``{column: value}`` in the order
+        :meth:`measure` hashes them (JSON columns as their text, ``bytea`` as bytes)."""
+        s = self.shape
+        cols = ", ".join(
+            f'"{c}"::text' if t in ("json", "jsonb") else f'"{c}"'
+            for c, t in zip(s.columns, s.types, strict=True)
+        )
+        order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
+        sql = f'SELECT {cols} FROM "{self.table}" WHERE {self.where} ORDER BY {order}'
+        for row in stream(self.session, sql, self.params, f"r_{self.table}"):
+            yield {
+                c: v.decode("utf-8") if isinstance(v, bytes) and t != "bytea" else v
+                for c, t, v in zip(s.columns, s.types, row, strict=True)
+            }
+
+    def only(self, keys: list[dict[str, Any]]) -> PgTablePart:
+        """This part restricted to the rows with ``keys`` (primary keys)."""
+        conds, params = [], list(self.params)
+        for key in keys:
+            conds.append("(" + " AND ".join(f'"{c}" = %s' for c in key) + ")")
+            params += list(key.values())
+        where = f"({self.where}) AND ({' OR '.join(conds) or 'false'})"
+        return replace(self, where=where, params=params, namespaces_seen=set())
+
+    def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """Redaction, inside the transaction: UPDATE one row by its primary key."""
+        types = dict(zip(self.shape.columns, self.shape.types, strict=True))
+        sets = ", ".join(
+            f'"{c}" = %s::{types[c]}' if types[c] in ("json", "jsonb") else f'"{c}" = %s'
+            for c in values
+        )
+        cond = " AND ".join(f'"{c}" = %s' for c in key)
+        rows = self.session.query(
+            f'WITH u AS (UPDATE "{self.table}" SET {sets} WHERE {self.where} AND {cond} '
+            "RETURNING 1) SELECT count(*) FROM u",
+            [*values.values(), *self.params, *key.values()],
+        )
+        if int(rows[0][0]) != 1:
+            raise RuntimeError(f"{self.table}: rewrote {rows[0][0]} rows for one key")
 
     def remaining(self) -> int:
         """Rows of the scope still in the table, by SQL."""

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._clock import fresh_after
@@ -172,6 +172,48 @@ class SqlTablePart:
             raise RuntimeError(
                 f"{self.table}: measured {self._measured} rows but deleted {cur.rowcount}"
             )
+
+    def key_columns(self) -> list[str]:
+        """The primary-key columns (none for a table that does not exist)."""
+        desc = self._describe()
+        return [] if desc is None else list(desc[1])
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Redaction: every row of the scope as ``{column: value}`` in primary-key order
+        (the order :meth:`measure` hashes them), values as stored (TEXT as ``str``)."""
+        desc = self._describe()
+        if desc is None:
+            return
+        cols, pk = desc
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        cur.execute(
+            f"SELECT {', '.join(_quote(c) for c in cols)} FROM {_quote(self.table)} "
+            f"WHERE {self.where} ORDER BY {', '.join(_quote(c) for c in pk)}",
+            list(self.params),
+        )
+        for row in cur:
+            yield dict(zip(cols, row, strict=True))
+
+    def only(self, keys: list[dict[str, Any]]) -> SqlTablePart:
+        """This part restricted to the rows with ``keys`` (primary keys)."""
+        conds, params = [], list(self.params)
+        for key in keys:
+            conds.append("(" + " AND ".join(f"{_quote(c)} = ?" for c in key) + ")")
+            params += list(key.values())
+        where = f"({self.where}) AND ({' OR '.join(conds) or '1 = 0'})"
+        return replace(self, where=where, params=params, namespaces_seen=set())
+
+    def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """Redaction, inside the transaction: UPDATE one row by its primary key."""
+        sets = ", ".join(f"{_quote(c)} = ?" for c in values)
+        cond = " AND ".join(f"{_quote(c)} = ?" for c in key)
+        cur = self.conn.execute(
+            f"UPDATE {_quote(self.table)} SET {sets} WHERE {self.where} AND {cond}",
+            [*values.values(), *self.params, *key.values()],
+        )
+        if cur.rowcount != 1:
+            raise RuntimeError(f"{self.table}: rewrote {cur.rowcount} rows for one key")
 
     def remaining(self) -> int:
         """Rows of the scope still in the table, by SQL (0 if the table does not exist)."""

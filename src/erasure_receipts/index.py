@@ -82,6 +82,8 @@ FIELDS: tuple[str, ...] = (
     "key_name",
     "log_index",
     "source",
+    "request_received_at",
+    "request_due_at",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -110,7 +112,9 @@ def index_record(
     id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
     ``received_at``, whole seconds; null without ``received_at``); all null without a
     request. The requester is never a column. ``replay_of``: the receipt a replay after
-    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise."""
+    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``request_received_at`` and
+    ``request_due_at``: the request's ``received_at`` and ``due`` (null when the request
+    has none, or without a request)."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -165,6 +169,8 @@ def index_record(
         "key_name": v.key_name,
         "log_index": log_index,
         "source": source,
+        "request_received_at": None if request is None else request["received_at"],
+        "request_due_at": None if request is None else request["due"],
     }
     return record
 

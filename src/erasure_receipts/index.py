@@ -40,6 +40,7 @@ __all__ = [
     "index_items",
     "index_one",
     "index_record",
+    "verify_item",
 ]
 
 RECORD_TYPE = "erasure-receipts-index-v1"
@@ -235,6 +236,18 @@ def index_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexIte
 def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
     """``{"record": {...}}`` for a receipt that verifies, else ``{"rejected": {"source",
     "reason", "message"}}`` (plain data: it crosses process boundaries)."""
+    got = verify_item(item, trust)
+    if isinstance(got, dict):
+        return {"rejected": got}
+    v, source, log_index = got
+    return {"record": index_record(v, source=source, log_index=log_index)}
+
+
+def verify_item(
+    item: IndexItem, trust: TrustStore
+) -> tuple[VerifiedReceipt, str, int | None] | dict[str, Any]:
+    """One item verified: ``(verified receipt, source, log index)``, or the rejection
+    ``{"source", "reason", "message"}`` (shared by the index and the report)."""
     from ._batch import _read_arg
     from .verify import _display
 
@@ -244,12 +257,12 @@ def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
         data = _read_entry(path, offset, length) if kind == "log" else _read_arg(path)
         v = verify_receipt(data, trust)
     except Error as exc:
-        return {"rejected": {"source": source, "reason": exc.reason, "message": exc.message}}
+        return {"source": source, "reason": exc.reason, "message": exc.message}
     except OSError as exc:
-        return {"rejected": {"source": source, "reason": "unreadable", "message": str(exc)}}
+        return {"source": source, "reason": "unreadable", "message": str(exc)}
     except Exception as exc:  # a bug must not hide the other receipts
-        return {"rejected": {"source": source, "reason": "internal_error", "message": repr(exc)}}
-    return {"record": index_record(v, source=source, log_index=i if kind == "log" else None)}
+        return {"source": source, "reason": "internal_error", "message": repr(exc)}
+    return v, source, i if kind == "log" else None
 
 
 def build(items: Sequence[IndexItem], trust: TrustStore, jobs: int = 1) -> Iterator[dict[str, Any]]:

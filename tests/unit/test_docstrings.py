@@ -62,6 +62,7 @@ MODULES = (
     "erasure_receipts.subject",
     "erasure_receipts.log",
     "erasure_receipts.index",
+    "erasure_receipts.report",
 )
 
 # Not checked yet (documentation in progress). Empty this tuple to check them too.

@@ -439,35 +439,57 @@ def _basis_words(basis: str | None) -> str:
     return escape(d) if d else f"free text: {escape(basis)}"
 
 
+def _when(t: str | None) -> str:
+    """A receipt time for people (``2026-11-29 12:00 UTC``); the exact value in the title."""
+    if t is None:
+        return '<span class="muted">-</span>'
+    e = escape(t)
+    return f'<time datetime="{e}" title="{e}">{e[:10]} {e[11:16]} UTC</time>'
+
+
+def _fold(head: str, items: Sequence[str]) -> str:
+    """A one-line head; the items one click away."""
+    if not items:
+        return head
+    lis = "".join(f"<li>{i}</li>" for i in items)
+    return f"<details><summary>{head}</summary><ul>{lis}</ul></details>"
+
+
 def _checks_words(row: dict[str, Any]) -> str:
     checks = row.get("checks") or []
     passed = sum(1 for _, r in checks if r == "pass")
-    items = "".join(f"<li>{escape(_CHECK_WORDS.get(n, n))}: {escape(r)}</li>" for n, r in checks)
     head = f"{passed} of {len(checks)} checks passed" if checks else "no checks recorded"
+    if checks and passed < len(checks):
+        head = f'<span class="bad">{head}</span>'
+    items = [f"{escape(_CHECK_WORDS.get(n, n))}: {escape(r)}" for n, r in checks]
     if row.get("needles_checked"):
         found = row.get("needles_after")
-        head += "; searched for the erased values: " + (
-            "none found" if found == 0 else f"{found} found"
-        )
-    return f"{head}<ul>{items}</ul>" if items else head
+        text = "none found" if found == 0 else f"{found} found"
+        head += f"; erased values searched for: {text}"
+        items.append(f"searched the {escape(str(row.get('needles_searched')))} for the "
+                     f"erased values: {text}")  # fmt: skip
+    return _fold(head, items)
 
 
 def _residue_words(row: dict[str, Any]) -> str:
     items = row.get("residue_items") or []
     if not items:
         return '<span class="muted">none recorded</span>'
-    worst = row.get("residue_worst")
-    cls = {"failed": "bad", "partial": "warn"}.get(str(worst), "")
-    lis = "".join(f"<li>{escape(a)}: {escape(_RESIDUE_WORDS.get(s, s))}</li>" for a, s in items)
-    head = {"applied": "all done", "not_applicable": "nothing to do"}.get(
-        str(worst), f"worst: {_RESIDUE_WORDS.get(str(worst), str(worst))}"
-    )
-    return f'<span class="{cls}">{escape(head)}</span><ul>{lis}</ul>'
+    done = sum(1 for _, st in items if st in ("applied", "not_applicable"))
+    worst = str(row.get("residue_worst"))
+    cls = {"failed": "bad", "partial": "warn"}.get(worst, "")
+    head = f'<span class="{cls}">{done} of {len(items)} clean-up steps done</span>'
+    return _fold(head, [f"{escape(a)}: {escape(_RESIDUE_WORDS.get(st, st))}" for a, st in items])
 
 
 def _out_of_scope_words(row: dict[str, Any]) -> str:
     ids = row.get("out_of_scope") or []
-    return escape(", ".join(_OUT_OF_SCOPE_WORDS.get(i, i) for i in ids)) or "-"
+    if not ids:
+        return '<span class="muted">-</span>'
+    return _fold(
+        f"{len(ids)} exclusions",
+        [escape(_OUT_OF_SCOPE_WORDS.get(i, i)) for i in ids],
+    )
 
 
 # -- HTML ---------------------------------------------------------------------------------
@@ -497,7 +519,11 @@ th{background:#edf2f7;position:sticky;top:0}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 ul{margin:2px 0 0;padding-left:18px}
 td ul{font-size:12.5px;color:#4a5568}
-code{font:12.5px ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
+code{font:12.5px ui-monospace,Menlo,Consolas,monospace;overflow-wrap:break-word}
+code.rid,td.path code{word-break:break-all}
+time,td.when{white-space:nowrap}
+td details summary{color:inherit}
+td details ul{margin-top:4px}
 .commit{font:12.5px ui-monospace,Menlo,Consolas,monospace;color:#553c9a}
 .muted{color:var(--muted)}
 .bad{color:var(--bad);font-weight:600}.warn{color:var(--warn);font-weight:600}
@@ -519,7 +545,8 @@ footer{color:var(--muted);font-size:13px;padding:0 32px 32px;max-width:1400px}
 """
 
 _SCRIPT = """
-(function(){var q=document.getElementById('filter');if(!q)return;
+(function(){document.documentElement.setAttribute('data-script','ran');
+var q=document.getElementById('filter');if(!q)return;
 q.addEventListener('input',function(){var t=q.value.toLowerCase();
 var rows=document.querySelectorAll('tbody.rows tr');
 for(var i=0;i<rows.length;i++){var r=rows[i];
@@ -573,7 +600,7 @@ def _weekly_chart(rep: Report) -> str:
     colors = {k: _kind_color(k, others) for k in kinds}
     top = max(sum(per.values()) for _, per in weeks)
     w, h, left, bottom = 640, 220, 44, 34
-    bw = (w - left - 8) / len(weeks)
+    bw = min((w - left - 8) / len(weeks), 60.0)
     parts = [
         f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" '
         'aria-label="Erasures per week by kind">',
@@ -615,7 +642,7 @@ def _slack_chart(rep: Report) -> str:
     n = len(_SLACK_BUCKETS)
     bw = (w - left - 8) / n
     top = max(rep.slack)
-    scale = (h - bottom - 24) / top
+    scale = (h - bottom - 40) / top
     parts = [
         f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" '
         'aria-label="Time to erasure against the due date">',
@@ -631,18 +658,21 @@ def _slack_chart(rep: Report) -> str:
             f'<text x="{x + bw / 2:.1f}" y="{h - bottom - bh - 4:.1f}" text-anchor="middle">'
             f"{_n(c)}</text>"
         )
-        words = name.replace(" to spare", "").replace(" late", "")
+        words = name.replace(" to spare", "").replace(" late", "").replace(" days", " d")
+        words = words.replace("more than ", "> ").replace("up to ", "< ").replace(" day", " d")
         parts.append(
             f'<text x="{x + bw / 2:.1f}" y="{h - bottom + 14}" text-anchor="middle">'
             f"{escape(words)}</text>"
         )
     mid = left + (n // 2) * bw
     parts.append(
-        f'<line x1="{mid:.1f}" y1="6" x2="{mid:.1f}" y2="{h - bottom + 20}" stroke="#1a202c" '
+        f'<line x1="{mid:.1f}" y1="16" x2="{mid:.1f}" y2="{h - bottom + 4}" stroke="#1a202c" '
         'stroke-dasharray="4 3"/>'
-        f'<text x="{mid - 6:.1f}" y="{h - bottom + 32}" text-anchor="end">late</text>'
-        f'<text x="{mid + 6:.1f}" y="{h - bottom + 32}">on time</text>'
-        f'<text x="{mid:.1f}" y="{h - 4}" text-anchor="middle">due date</text>'
+        f'<text x="{mid:.1f}" y="11" text-anchor="middle">due date</text>'
+        f'<text x="{left + (mid - left) / 2:.1f}" y="{h - bottom + 32}" text-anchor="middle" '
+        'fill="#c53030">&#8592; erased late (days after the due date)</text>'
+        f'<text x="{mid + (w - mid) / 2:.1f}" y="{h - bottom + 32}" text-anchor="middle" '
+        'fill="#2f855a">on time (days to spare) &#8594;</text>'
     )
     parts.append("</svg>")
     return "".join(parts)
@@ -654,7 +684,8 @@ FAILED_OPEN = 10
 
 def _failed_table(failed: Sequence[dict[str, Any]]) -> str:
     rows = "".join(
-        f"<tr><td><code>{escape(f['source'])}</code></td><td><code>{escape(f['reason'])}</code>"
+        f'<tr><td class="path"><code>{escape(f["source"])}</code></td>'
+        f"<td><code>{escape(f['reason'])}</code>"
         f"</td><td>{escape(_REASON_WORDS.get(f['reason'], f['reason']))}</td>"
         f"<td>{escape(f['message'])}</td></tr>"
         for f in failed
@@ -789,8 +820,8 @@ def _requests_section(rep: Report) -> str:
         tte = duration_words(seconds_between(received, done)) if received and done else "-"
         rows.append(
             f"<tr><td>{_id_html(rid)}</td><td>{_basis_words(basis)}</td>"
-            f"<td>{escape(received or '-')}</td><td>{escape(due or '-')}</td>"
-            f"<td>{escape(done or '-')}</td><td>{escape(tte)}</td>"
+            f"<td>{_when(received)}</td><td>{_when(due)}</td>"
+            f"<td>{_when(done)}</td><td>{escape(tte)}</td>"
             f'<td>{_state_html(rep.request_state(r))}</td><td class="num">{n}</td></tr>'
         )
     tail = (
@@ -828,39 +859,44 @@ def _machine(row: dict[str, Any]) -> str:
 
 def _receipt_row(row: dict[str, Any]) -> str:
     received, due, issued = row["request_received_at"], row["request_due_at"], row["issued_at"]
-    tte = duration_words(seconds_between(received, issued)) if received else "-"
-    if due is None:
-        timing = ""
-    elif time_key(issued) <= time_key(due):
-        timing = ' <span class="ok">on time</span>'
-    else:
-        late = duration_words(seconds_between(due, issued))
-        timing = f' <span class="bad">late by {escape(late)}</span>'
-    req = "-"
+    when = [f"erased {_when(issued)}"]
+    if received is not None:
+        when.insert(0, f"received {_when(received)}")
+        when.append(f"took {escape(duration_words(seconds_between(received, issued)))}")
+    if due is not None:
+        when.insert(1 if received is not None else 0, f"due {_when(due)}")
+        if time_key(issued) <= time_key(due):
+            when.append('<span class="ok">on time</span>')
+        else:
+            late = duration_words(seconds_between(due, issued))
+            when.append(f'<span class="bad">late by {escape(late)}</span>')
+    req = '<span class="muted">none</span>'
     if row["request_id"] is not None:
         req = f"{_id_html(row['request_id'])}<br>{_basis_words(row['request_basis'])}"
         if row.get("approver"):
             req += f"<br>approved by {escape(str(row['approver']))}"
-    size = "-"
+    size = '<span class="muted">-</span>'
     if row.get("rows") is not None:
-        size = f"{_n(row['rows'])} rows, {_bytes_words(row['bytes'] or 0)}"
+        n = row["rows"]
+        size = f"{_n(n)} row{'s' * (n != 1)}, {_bytes_words(row['bytes'] or 0)}"
         if row.get("kept_leaves") is not None:
-            size += f"; {_n(row['kept_leaves'])} rows kept"
+            kept = row["kept_leaves"]
+            size += f"; {_n(kept)} row{'s' * (kept != 1)} kept"
     d = row.get("deferral")
     if d:
-        size = f"retained until {escape(str(d.get('until', '?')))}"
+        size = f"retained until {_when(d.get('until'))}"
         if d.get("basis"):
             size += f"<br>basis: {escape(d['basis'])}"
-    status = escape(str(row["status"]))
+    what = f"{_scope_html(row)}<br>{escape(str(row['status']))}"
     if row.get("replay_of"):
-        status += f"<br>replay of {_id_html(row['replay_of'])}"
+        what += f"<br>replay of {_id_html(row['replay_of'])}"
     if row.get("deferral_of"):
-        status += f"<br>carries out deferral {_id_html(row['deferral_of'])}"
+        what += f"<br>carries out deferral {_id_html(row['deferral_of'])}"
+    rid = escape(row["receipt_id"])
+    what += f'<br><span class="muted">receipt</span> <code class="rid">{rid}</code>'
     return (
-        f'<tr><td>{_scope_html(row)}<br><span class="muted">receipt</span> '
-        f"{_id_html(row['receipt_id'])}</td><td>{status}</td><td>{req}</td>"
-        f"<td>{escape(received or '-')}</td><td>{escape(due or '-')}</td>"
-        f"<td>{escape(issued)}</td><td>{escape(tte)}{timing}</td><td>{size}</td>"
+        f"<tr><td>{what}</td><td>{req}</td>"
+        f'<td class="when">{"<br>".join(when)}</td><td>{size}</td>'
         f"<td>{_checks_words(row)}</td><td>{_residue_words(row)}</td>"
         f"<td>{_out_of_scope_words(row)}</td><td>{_machine(row)}</td></tr>"
     )
@@ -879,9 +915,8 @@ def _kind_section(rep: Report, kind: str) -> str:
     anchor = "".join(c if c.isalnum() else "-" for c in kind)
     return (
         f'<section id="kind-{escape(anchor)}"><h2>{escape(kind_words(kind))}: {_n(total)}'
-        "</h2><table><thead><tr><th>What</th><th>Status</th><th>Request</th>"
-        "<th>Received</th><th>Due</th><th>Erased at</th><th>Time to erasure</th>"
-        "<th>Rows and bytes</th><th>What was checked</th><th>Residue</th>"
+        "</h2><table><thead><tr><th>What</th><th>Request</th><th>When</th>"
+        "<th>Rows and bytes</th><th>What was checked</th><th>Residue clean-up</th>"
         "<th>Not covered</th><th>Exact values</th></tr></thead>"
         f'<tbody class="rows">{"".join(_receipt_row(r) for r in rows)}</tbody></table>'
         f"{tail}</section>"

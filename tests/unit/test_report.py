@@ -227,7 +227,8 @@ def test_request_outcomes_and_deferrals() -> None:
     assert s["deferrals"] == {"total": 2, "open": 1, "executed": 1, "open_past_until": 0}
     assert s["replays"] == 1
     html = render_html(rep)
-    assert "retained until 2027-06-01T00:00:00Z" in html and "Decision to retain" in html
+    assert 'retained until <time datetime="2027-06-01T00:00:00Z"' in html
+    assert "Decision to retain" in html
     assert f"carries out deferral <code>{rid(4)}</code>" in html
 
 

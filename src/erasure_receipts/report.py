@@ -30,6 +30,13 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any
 
+from .explain import (
+    CHECK_WORDS,
+    KIND_WORDS,
+    OUT_OF_SCOPE_WORDS,
+    RESIDUE_WORDS,
+    duration_words,
+)
 from .index import FIELDS, IndexItem, index_items, index_record, verify_item
 from .receipt import OUT_OF_SCOPE, time_key
 from .request import describe_basis, seconds_between
@@ -43,6 +50,7 @@ __all__ = [
     "Report",
     "build_report",
     "content_security_policy",
+    "duration_words",
     "render_html",
     "report_items",
     "report_row",
@@ -54,42 +62,10 @@ DEFAULT_MAX_ROWS = 200
 KNOWN_KINDS = ("thread", "history", "subject", "namespace", "deferral")
 """Kinds the report has words for; any other kind is shown generically."""
 
-_KIND_WORDS = {
-    "thread": "Thread erased",
-    "history": "Thread history erased (latest state kept)",
-    "subject": "Data subject erased (all their threads)",
-    "namespace": "Store namespace erased",
-    "deferral": "Decision to retain (deferral)",
-}
-_CHECK_WORDS = {
-    "raw_rows_zero_in_transaction": "no row of the scope left inside the deleting transaction",
-    "raw_rows_zero_after_commit": "no row of the scope left after the commit",
-    "raw_rows_zero_at_recovery": "no row of the scope left when the erasure was recovered",
-    "api_get_tuple_none": "LangGraph's get_tuple finds no checkpoint",
-    "api_get_tuple_kept": "LangGraph's get_tuple still finds the kept latest checkpoint",
-    "api_list_empty": "LangGraph's list finds no checkpoint",
-    "api_list_no_removed": "LangGraph's list finds none of the removed checkpoints",
-    "api_store_search_empty": "the store's search finds no item",
-    "tombstone_written": "a tombstone refuses later writes to the erased thread",
-    "late_writes_removed": "writes that arrived during the erasure were removed too",
-    "issued_from_journal": "issued from the erasure journal after an interruption",
-    "preflight": "the receipt could be issued before anything was deleted",
-}
-_RESIDUE_WORDS = {
-    "applied": "done",
-    "partial": "partly done",
-    "failed": "FAILED",
-    "skipped": "not done",
-    "not_applicable": "not applicable",
-}
-_OUT_OF_SCOPE_WORDS = {
-    "backups": "backups",
-    "replicas": "replicas",
-    "point_in_time_recovery": "point-in-time recovery archives",
-    "storage_media": "the storage media itself",
-    "other_copies": "other copies (caches, exports, logs)",
-}
-OUT_OF_SCOPE_NOTES = dict(OUT_OF_SCOPE)
+_KIND_WORDS = KIND_WORDS
+_CHECK_WORDS = CHECK_WORDS
+_RESIDUE_WORDS = RESIDUE_WORDS
+_OUT_OF_SCOPE_WORDS = OUT_OF_SCOPE_WORDS
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
 _COLORS = {"thread": "#2b6cb0", "history": "#6b46c1", "subject": "#c05621",
            "namespace": "#2f855a", "deferral": "#718096"}  # fmt: skip
@@ -385,23 +361,6 @@ def build_report(
 
 def _n(x: int) -> str:
     return f"{x:,}"
-
-
-def duration_words(seconds: int) -> str:
-    """``3 days 4 h``, ``2 h 5 min``, ``12 min``, ``under a minute``."""
-    neg, s = seconds < 0, abs(seconds)
-    d, rest = divmod(s, 86400)
-    h, rest = divmod(rest, 3600)
-    m = rest // 60
-    if d:
-        text = f"{d} day{'s' * (d != 1)}" + (f" {h} h" if h else "")
-    elif h:
-        text = f"{h} h" + (f" {m} min" if m else "")
-    elif m:
-        text = f"{m} min"
-    else:
-        text = "under a minute"
-    return ("minus " if neg else "") + text
 
 
 def _bytes_words(n: int) -> str:

@@ -163,9 +163,11 @@ def _is_erasure(row: dict[str, Any]) -> bool:
 
 
 class Report:
-    """The report's state: counts over every receipt, and the first ``max_rows`` rows of
-    each table. Feed it :meth:`add` (the batch results, in order), then
-    :meth:`summary` (the JSON document) or :func:`render_html`."""
+    """The report's state: counts over every receipt (a verified receipt seen again, by
+    its receipt id - the same receipt in an archive directory and a log - is counted
+    once, under ``duplicates``), and the first ``max_rows`` rows of each table. Feed it
+    :meth:`add` (the batch results, in order), then :meth:`summary` (the JSON document)
+    or :func:`render_html`."""
 
     def __init__(self, *, max_rows: int = DEFAULT_MAX_ROWS, now: str | None = None) -> None:
         if now is None:
@@ -174,7 +176,8 @@ class Report:
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.now = now
         self.max_rows = max_rows
-        self.total = self.verified = 0
+        self.total = self.verified = self.duplicates = 0
+        self._seen: set[str] = set()
         self.failed: list[dict[str, Any]] = []
         self.failed_count = 0
         self.failed_by_reason: dict[str, int] = {}
@@ -205,6 +208,10 @@ class Report:
                 self.failed.append(f)
             return
         row = result["row"]
+        if row["receipt_id"] in self._seen:  # the same receipt in a directory and a log
+            self.duplicates += 1
+            return
+        self._seen.add(row["receipt_id"])
         self.verified += 1
         kind, status = str(row["kind"]), str(row["status"])
         per = self.by_kind.setdefault(kind, {})
@@ -301,6 +308,7 @@ class Report:
                 "total": self.total,
                 "verified": self.verified,
                 "failed": self.failed_count,
+                "duplicates": self.duplicates,
             },
             "failed_by_reason": dict(sorted(self.failed_by_reason.items())),
             "failed": [dict(f) for f in self.failed],
@@ -909,7 +917,9 @@ def render_html(rep: Report, *, title: str = "Erasure receipts report") -> str:
     body = (
         f"<header><h1>{escape(title)}</h1><p>Generated {escape(rep.now)} from "
         f"{_n(rep.total)} receipt file(s): {_n(rep.verified)} verified, "
-        f"{_n(rep.failed_count)} failed.</p></header><main>"
+        f"{_n(rep.failed_count)} failed"
+        + (f", {_n(rep.duplicates)} duplicate(s) counted once" if rep.duplicates else "")
+        + ".</p></header><main>"
         + _failed_section(rep)
         + _summary_section(rep)
         + _charts_section(rep)

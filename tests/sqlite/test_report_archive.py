@@ -153,7 +153,8 @@ def test_summary_equals_independent_counts(archive: dict[str, Any]) -> None:
         "history": {"erased": 1}, "subject": {"erased": 1}, "thread": {"erased": 2}}  # fmt: skip
     assert summary["requests"] == want["requests"]
     assert (want["requests"]["met"], want["requests"]["late"]) == (1, 1)
-    assert summary["receipts"] == {"total": 6, "verified": want["verified"], "failed": 2}
+    assert summary["receipts"] == {"total": 6, "verified": want["verified"], "failed": 2,
+                                   "duplicates": 0}  # fmt: skip
     assert summary["privacy_mode"] == 1
     rows = sum(r.statement["predicate"]["pre_state"]["leaves"]
                for r in archive["receipts"].values())  # fmt: skip

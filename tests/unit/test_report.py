@@ -97,7 +97,7 @@ def test_summary_counts_and_schema(archive: Path) -> None:
     rep = _report(archive)
     s = rep.summary()
     VALIDATOR.validate(s)
-    assert s["receipts"] == {"total": 8, "verified": 6, "failed": 2}
+    assert s["receipts"] == {"total": 8, "verified": 6, "failed": 2, "duplicates": 0}
     assert s["failed_by_reason"] == {"bad_signature": 1, "untrusted_key": 1}
     assert [Path(f["source"]).name for f in s["failed"]] == ["e-tampered.json", "f-forged.json"]
     assert s["by_kind"] == {"history": {"erased": 1}, "subject": {"erased": 1},
@@ -189,7 +189,7 @@ def test_tables_are_bounded_and_the_summary_counts_everything() -> None:
         rep.add({"failed": {"source": f"bad-{i}.json", "reason": "not_json", "message": "x"}})
     s = rep.summary()
     VALIDATOR.validate(s)
-    assert s["receipts"] == {"total": 2200, "verified": 1000, "failed": 1200}
+    assert s["receipts"] == {"total": 2200, "verified": 1000, "failed": 1200, "duplicates": 0}
     assert s["requests"]["received"] == 1000 and s["requests"]["late"] == 750
     assert s["requests"]["met"] == 250 and len(s["failed"]) == 1000
     html = render_html(rep)
@@ -296,3 +296,21 @@ def test_jobs_change_nothing(tmp_path: Path) -> None:
     two = build_report(report_items([str(d)]), trust, jobs=2, now=NOW)
     assert one.summary() == two.summary()
     assert render_html(one) == render_html(two)
+
+
+def test_the_same_receipt_twice_counts_once(tmp_path: Path) -> None:
+    """An archive directory and a receipt log usually hold the same receipts."""
+    from erasure_receipts.log import ReceiptLog
+
+    rs = [make_receipt(make_statement(receipt_id=rid(i))) for i in range(3)]
+    d = tmp_path / "files"
+    d.mkdir()
+    for r in rs:
+        (d / f"{r.receipt_id}.json").write_bytes(r.to_json())
+    log = ReceiptLog(tmp_path / "log", signer=TRUSTED)
+    log.append_many(rs)
+    trust = TrustStore([TRUSTED.public_key])
+    s = build_report(report_items([str(d), str(tmp_path / "log")]), trust, now=NOW).summary()
+    VALIDATOR.validate(s)
+    assert s["receipts"] == {"total": 6, "verified": 3, "failed": 0, "duplicates": 3}
+    assert s["by_kind"] == {"thread": {"erased": 3}}

@@ -201,6 +201,26 @@ def _what(p: dict[str, Any]) -> list[str]:
             f"Every item of the long-term store at or below the namespace "
             f"{_ns(scope.get('namespace') or [])}: {_size(pre)}, in {_tables(pre)}."
         )
+    elif kind == "deferral":
+        member = p.get("deferral")
+        d: dict[str, Any] = member if isinstance(member, dict) else {}
+        of = d.get("of_kind", "thread")
+        sid = scope.get("subject") if of == "subject" else scope.get("thread_id")
+        what = {"subject": "everything of the data subject", "history": "the history of the "
+                "conversation thread"}.get(of, "the conversation thread")  # fmt: skip
+        code = f" (code {d['code']})" if d.get("code") else ""
+        until = d.get("until")
+        out.append(
+            f"Nothing was erased. This is a signed decision to RETAIN {what} {_q(sid)}: "
+            f"{_size(pre)}, in {_tables(pre)}, kept until "
+            + (_when(until) if isinstance(until, str) else "an unstated date")
+            + f", on the basis {_q(d.get('basis'))}{code}."
+        )
+        out.append(
+            "When that date passes, the retention sweep erases it; that erasure's receipt "
+            "names this decision (deferral_of). Until then, erasures of this scope are "
+            "refused unless they override it, and then name it too."
+        )
     else:
         out.append(
             f"This receipt is of the kind {_q(kind)}, which this explanation does not "
@@ -368,11 +388,13 @@ def explain(v: VerifiedReceipt, *, source: str | None = None) -> str:
     kind = p.get("kind", "thread")
     head = KIND_WORDS.get(kind, f"Receipt of the kind {_q(kind)}")
     where = f" ({source})" if source else ""
+    retained = kind == "deferral"
+    began = "The decision was signed at" if retained else "The erasure began at"
     sections = [
         f"VERIFIED{where}: {head}. Receipt {v.receipt_id}.",
-        "What was erased\n" + "\n".join(f"  {line}" for line in _what(p)),
-        f"When\n  The erasure began at {_when(v.issued_at)} (issued_at {v.issued_at}); "
-        f"status: {v.status}.",
+        ("What is retained\n" if retained else "What was erased\n")
+        + "\n".join(f"  {line}" for line in _what(p)),
+        f"When\n  {began} {_when(v.issued_at)} (issued_at {v.issued_at}); status: {v.status}.",
         "On whose request\n" + "\n".join(f"  {line}" for line in _request(v, v.issued_at)),
         "What was checked, and how\n" + "\n".join(f"  {line}" for line in _checks(v)),
         "What this receipt does not cover, and why that matters\n"

@@ -168,3 +168,41 @@ def test_explain_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--explain" in out
     code, out, _ = run(capsys, "--explain", "-q", GOLDEN / "good" / "thread.json", "--key", PUB)
     assert code == 0 and out == ""
+
+
+def _verified(statement: dict[str, Any]) -> Any:
+    from erasure_receipts.verify import VerifiedReceipt
+
+    p = statement["predicate"]
+    return VerifiedReceipt(receipt_id=p["receipt_id"], thread_id="t-1", status=p["status"],
+                           issued_at=p["issued_at"], pre_digest="ab" * 32, key_id="cd" * 32,
+                           key_name="receipts", statement=statement)  # fmt: skip
+
+
+def test_a_decision_to_retain_says_nothing_was_erased() -> None:
+    """A deferral (a kind verified by later versions) is told as what it is."""
+    from erasure_receipts.explain import explain
+
+    st = json.loads((GOLDEN / "good" / "thread.json").read_bytes())["statement"]
+    p = st["predicate"]
+    p.update(kind="deferral", status="retained", post_state=p["pre_state"],
+             deferral={"of_kind": "thread", "basis": "AI Act Art. 19 logs", "code": "ai-act-19",
+                       "until": "2027-06-01T00:00:00Z"})  # fmt: skip
+    text = explain(_verified(st), source="d.json")
+    assert "What is retained" in text and "What was erased" not in text
+    assert "Nothing was erased" in text and "RETAIN the conversation thread 'thread-1'" in text
+    assert "until 2027-06-01 00:00:00 UTC" in text and "'AI Act Art. 19 logs'" in text
+    assert "(code ai-act-19)" in text and "The decision was signed at" in text
+    assert "the state afterwards is empty" not in text
+
+
+@pytest.mark.parametrize("kind", ["redaction", "shred"])
+def test_an_unknown_kind_is_explained_generically(kind: str) -> None:
+    from erasure_receipts.explain import explain
+
+    st = {"predicate": {"kind": kind, "receipt_id": "4b1e2c3d-5f60-4a7b-8c9d-0e1f2a3b4c5d",
+                        "issued_at": "2026-11-29T12:00:00Z", "status": "redacted",
+                        "scope": {"thread_id": "t-1"}}}  # fmt: skip
+    text = explain(_verified(st))
+    assert f"Receipt of the kind '{kind}'" in text and "does not describe in detail" in text
+    assert "'redacted'" in text and "2026-11-29 12:00:00 UTC" in text

@@ -40,6 +40,7 @@ __all__ = [
     "index_items",
     "index_one",
     "index_record",
+    "verify_item",
 ]
 
 RECORD_TYPE = "erasure-receipts-index-v1"
@@ -86,6 +87,8 @@ FIELDS: tuple[str, ...] = (
     "rows_targets",
     "bytes_targets",
     "checkpoints_kept",
+    "request_received_at",
+    "request_due_at",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -117,9 +120,10 @@ def index_record(
     a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``targets``: the names of
     the erasure targets (RECEIPT_SPEC.md 9.13) joined by ``;`` (null without any), their
     rows and bytes in ``rows_targets``/``bytes_targets`` (not in the checkpoints
-    group). ``checkpoints_kept``: the
-    thread's checkpoints a ``redaction`` receipt kept (all of them; null for the other
-    kinds), while ``rows`` counts the rows it rewrote."""
+    group). ``checkpoints_kept``: the thread's checkpoints a ``redaction`` receipt kept
+    (all of them; null for the other kinds), while ``rows`` counts the rows it rewrote.
+    ``request_received_at`` and ``request_due_at``: the request's ``received_at`` and
+    ``due`` (null when the request has none, or without a request)."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -179,6 +183,8 @@ def index_record(
         "rows_targets": groups["targets"][0],
         "bytes_targets": groups["targets"][1],
         "checkpoints_kept": p["redaction"]["checkpoints_after"] if kind == "redaction" else None,
+        "request_received_at": None if request is None else request["received_at"],
+        "request_due_at": None if request is None else request["due"],
     }
     return record
 
@@ -243,6 +249,18 @@ def index_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexIte
 def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
     """``{"record": {...}}`` for a receipt that verifies, else ``{"rejected": {"source",
     "reason", "message"}}`` (plain data: it crosses process boundaries)."""
+    got = verify_item(item, trust)
+    if isinstance(got, dict):
+        return {"rejected": got}
+    v, source, log_index = got
+    return {"record": index_record(v, source=source, log_index=log_index)}
+
+
+def verify_item(
+    item: IndexItem, trust: TrustStore
+) -> tuple[VerifiedReceipt, str, int | None] | dict[str, Any]:
+    """One item verified: ``(verified receipt, source, log index)``, or the rejection
+    ``{"source", "reason", "message"}`` (shared by the index and the report)."""
     from ._batch import _read_arg
     from .verify import _display
 
@@ -252,12 +270,12 @@ def index_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
         data = _read_entry(path, offset, length) if kind == "log" else _read_arg(path)
         v = verify_receipt(data, trust)
     except Error as exc:
-        return {"rejected": {"source": source, "reason": exc.reason, "message": exc.message}}
+        return {"source": source, "reason": exc.reason, "message": exc.message}
     except OSError as exc:
-        return {"rejected": {"source": source, "reason": "unreadable", "message": str(exc)}}
+        return {"source": source, "reason": "unreadable", "message": str(exc)}
     except Exception as exc:  # a bug must not hide the other receipts
-        return {"rejected": {"source": source, "reason": "internal_error", "message": repr(exc)}}
-    return {"record": index_record(v, source=source, log_index=i if kind == "log" else None)}
+        return {"source": source, "reason": "internal_error", "message": repr(exc)}
+    return v, source, i if kind == "log" else None
 
 
 def build(items: Sequence[IndexItem], trust: TrustStore, jobs: int = 1) -> Iterator[dict[str, Any]]:

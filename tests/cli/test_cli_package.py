@@ -94,6 +94,7 @@ def test_one_module_per_command_group() -> None:
         "authorize": "erase",
         "retention": "retention",
         "replay": "replay",
+        "report": "report",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
         "redact": "redact",
     }  # fmt: skip

@@ -75,6 +75,7 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "prove": [["row.json", "--receipt", "r.json", "--json=1"]],
     "recover": [["db", "--key", "k", "--archive", "a", "--min-age", "soon"]],
     "replay": [["db", "--archive", "a", "--key", "k", "--verify-key", "p", "--jobs", "many"]],
+    "report": [["r.json", "--key", "k", "--max-rows", "0"], ["r.json", "--jobs", "many"]],
     "retention": [["db", "--idle", "1d", "--limit", "ten"],
                   ["db", "--idle", "1d", "--limit", "-1"]],
     "show": [["r.json", "--json=no"]],
@@ -304,6 +305,8 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
                       "--key", X], ALL),
     "redact --needles-file": (["redact", "{db}", "--thread", "t", "--needles-file", X,
                                "--key", "{key}"], ALL),
+    "report --key": (["report", "{receipt}", "--key", X, "--json"], ALL),
+    "report --trust": (["report", "{receipt}", "--trust", X, "--json"], ALL),
 }  # fmt: skip
 
 

@@ -62,6 +62,8 @@ MODULES = (
     "erasure_receipts.subject",
     "erasure_receipts.log",
     "erasure_receipts.index",
+    "erasure_receipts.report",
+    "erasure_receipts.explain",
 )
 
 # Not checked yet (documentation in progress). Empty this tuple to check them too.

@@ -276,3 +276,33 @@ def test_tampered_and_resigned_receipts_of_every_kind_never_appear(tmp_path: Pat
     got = {Path(r["source"]).name: r["reason"] for r in ndjson(rejected.read_text())}
     assert got == want
     assert f"0 indexed, {len(want)} rejected" in res.stderr
+
+
+def test_request_times_are_the_last_columns() -> None:
+    """``request_received_at`` and ``request_due_at`` come from the verified request
+    (null without a request, or where the request has no such time)."""
+    assert FIELDS[-2:] == ("request_received_at", "request_due_at")
+    res = cli("index", GOLDEN / "good", "--key", GOLDEN / "keys" / "trusted.pub.pem")
+    recs = _by_file(ndjson(res.stdout))
+    req = recs["subject-with-request.json"]
+    p = json.loads((GOLDEN / "good" / "subject-with-request.json").read_bytes())["statement"][
+        "predicate"
+    ]
+    assert (req["request_received_at"], req["request_due_at"]) == (
+        p["request"]["received_at"], p["request"]["due"])  # fmt: skip
+    assert (req["request_received_at"], req["request_due_at"]) == (
+        "2026-11-01T09:30:00Z", "2026-12-01T09:30:00Z")  # fmt: skip
+    plain = recs["receipt.json"]
+    assert (plain["request_received_at"], plain["request_due_at"]) == (None, None)
+    no_times = make_statement(receipt_id=rid(9))
+    no_times["predicate"]["request"] = {
+        "id": "T-1", "basis": "user-deletion", "requester": None, "received_at": None,
+        "due": None}  # fmt: skip
+    rec = index_record(verify_receipt(make_receipt(no_times).to_json(), [TRUSTED.public_key]),
+                       source="x")  # fmt: skip
+    VALIDATOR.validate(rec)
+    assert (rec["request_id"], rec["request_received_at"], rec["request_due_at"]) == (
+        "T-1", None, None)  # fmt: skip
+    csv_rows = list(csv.DictReader(io.StringIO(cli("index", GOLDEN / "good", "--key",
+                    GOLDEN / "keys" / "trusted.pub.pem", "--format", "csv").stdout)))  # fmt: skip
+    assert {r["request_due_at"] for r in csv_rows} == {"", "2026-12-01T09:30:00Z"}

@@ -57,6 +57,9 @@ options:
                      of the trust file (four eyes); needs --trust
   -j, --jobs N       verify in N processes (default: all cores); same output
   --json             print exactly one JSON document on stdout
+  --explain          tell each verification in plain language (what was erased,
+                     when, on whose request, what was checked and how, what the
+                     receipt does not cover); not with --json
   -q, --quiet        print failures only
   -v, --verbose      print tracebacks for internal errors
   -h, --help         show this help
@@ -74,6 +77,7 @@ class _VerifyArgs:
         self.jobs: int | None = None
         self.json = self.quiet = self.verbose = self.help = False
         self.require_authorization = False
+        self.explain = False
 
 
 def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
@@ -81,7 +85,8 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
     a = _VerifyArgs()
     flags = {"--json": "json", "-q": "quiet", "--quiet": "quiet", "-v": "verbose",
              "--verbose": "verbose", "-h": "help", "--help": "help",
-             "--require-authorization": "require_authorization"}  # fmt: skip
+             "--require-authorization": "require_authorization",
+             "--explain": "explain"}  # fmt: skip
     it = iter(argv)
     only_paths = False
     for arg in it:
@@ -129,6 +134,8 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
             "--require-authorization needs --trust: approvers are the trust file's keys "
             'with "role": "approver" (a --key is never an approver)'
         )
+    if a.explain and a.json:
+        raise _UsageError("--explain and --json are mutually exclusive (--explain is for people)")
     if a.paths.count("-") > 1:
         raise _UsageError('"-" (standard input) may be given once')
     return a
@@ -352,6 +359,8 @@ def verify_main(argv: Sequence[str]) -> int:
             return _fail_early(f"--log: {exc.message}", EXIT_IO, as_json)
         except Error as exc:
             return _fail_early(f"--log {_display(args.log)}: {exc.message}", EXIT_INVALID, as_json)
+    if args.explain:
+        return _explain_all(files, trust, log, args.require_authorization, args.quiet)
     progress = _Progress(len(files))
     results: list[dict[str, Any]] = []
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}
@@ -377,6 +386,43 @@ def verify_main(argv: Sequence[str]) -> int:
         doc = {"ok": code == EXIT_OK, "exit_code": code, "counts": counts, "results": results}
         out.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
     elif len(files) > 1 or code:
+        print(
+            f"{counts['verified']} verified, {counts['invalid']} invalid, "
+            f"{counts['unreadable']} unreadable",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _explain_all(
+    files: list[str], trust: TrustStore, log: Any, require_auth: bool, quiet: bool
+) -> int:
+    """``--explain``: the same verification as without it, told in plain language."""
+    from ..explain import explain, explain_failure
+
+    counts = {"verified": 0, "invalid": 0, "unreadable": 0}
+    out = sys.stdout
+    for n, path in enumerate(files):
+        shown = _display(path)
+        try:
+            data = _read_arg(path)
+            v = verify_receipt(data, trust, require_authorization=require_auth)
+            if log is not None and log.index_of(data) is None:
+                raise MalformedReceiptError(
+                    f"verified, but not in the log {log.name} (checkpoint size {log.size})",
+                    reason="not_in_log",
+                )
+        except Error as exc:
+            counts["unreadable" if exc.reason == "unreadable" else "invalid"] += 1
+            text = explain_failure(shown, exc.reason, exc.message)
+        else:
+            counts["verified"] += 1
+            if quiet:
+                continue
+            text = explain(v, source=shown)
+        out.write(("\n" if n else "") + text)
+    code = EXIT_IO if counts["unreadable"] else EXIT_INVALID if counts["invalid"] else EXIT_OK
+    if len(files) > 1 or code:
         print(
             f"{counts['verified']} verified, {counts['invalid']} invalid, "
             f"{counts['unreadable']} unreadable",

@@ -1,0 +1,415 @@
+"""Verification told in plain language (``receipt verify --explain FILE``).
+
+:func:`explain` turns a :class:`~erasure_receipts.verify.VerifiedReceipt` into text for a
+reader who is not a programmer: what was erased (or, for kinds added later, what the
+receipt records), when, on whose request, what was checked and how, and what the
+receipt does not cover and why that matters. Every fact comes from the statement that
+verification parsed from the signed payload; nothing is inferred beyond it.
+:func:`explain_failure` says what a failed verification means (and that nothing in the
+file can be relied on). The words for kinds, checks and residue steps are shared with
+the HTML report (:mod:`erasure_receipts.report`).
+
+Standard library only; on the verify side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .receipt import time_key
+from .request import describe_basis, seconds_between
+from .verify import REASONS, VerifiedReceipt
+
+__all__ = [
+    "CHECK_WORDS",
+    "KIND_WORDS",
+    "OUT_OF_SCOPE_WORDS",
+    "RESIDUE_ACTION_WORDS",
+    "RESIDUE_WORDS",
+    "duration_words",
+    "explain",
+    "explain_failure",
+]
+
+KIND_WORDS = {
+    "thread": "Thread erased",
+    "history": "Thread history erased (latest state kept)",
+    "subject": "Data subject erased (all their threads)",
+    "namespace": "Store namespace erased",
+    "deferral": "Decision to retain (deferral)",
+}
+"""Each known kind in a few words (headings)."""
+
+CHECK_WORDS = {
+    "raw_rows_zero_in_transaction": "no row of the scope left inside the deleting transaction",
+    "raw_rows_zero_after_commit": "no row of the scope left after the commit",
+    "raw_rows_zero_at_recovery": "no row of the scope left when the erasure was recovered",
+    "api_get_tuple_none": "LangGraph's get_tuple finds no checkpoint",
+    "api_get_tuple_kept": "LangGraph's get_tuple still finds the kept latest checkpoint",
+    "api_list_empty": "LangGraph's list finds no checkpoint",
+    "api_list_no_removed": "LangGraph's list finds none of the removed checkpoints",
+    "api_store_search_empty": "the store's search finds no item",
+    "tombstone_written": "a tombstone refuses later writes to the erased thread",
+    "late_writes_removed": "writes that arrived during the erasure were removed too",
+    "issued_from_journal": "issued from the erasure journal after an interruption",
+    "preflight": "the receipt could be issued before anything was deleted",
+    "post_state_empty": "nothing of the scope was left afterwards",
+    "integrity_check": "the database passed its integrity check",
+}
+"""What each check the eraser records means."""
+
+RESIDUE_WORDS = {
+    "applied": "done",
+    "partial": "partly done",
+    "failed": "FAILED",
+    "skipped": "not done",
+    "not_applicable": "not applicable",
+}
+"""Residue statuses in words."""
+
+RESIDUE_ACTION_WORDS = {
+    "sqlite.secure_delete": "SQLite overwrites deleted content with zeros (secure_delete)",
+    "sqlite.wal_checkpoint": "SQLite's write-ahead log, which holds copies of changed pages, "
+    "written back into the database and emptied",
+    "wal_checkpoint_truncate": "SQLite's write-ahead log, which holds copies of changed pages, "
+    "written back into the database and emptied",
+    "sqlite.rollback_journal": "SQLite's rollback journal (it can hold old page copies)",
+    "sqlite.live_page_free_space": "the free space inside database pages still in use "
+    "(old bytes can stay there until overwritten)",
+    "residue_scan": "a scan of the database file for the erased values",
+    "postgres.vacuum": "PostgreSQL's VACUUM (old row versions removed from the table files)",
+    "postgres.wal": "PostgreSQL's write-ahead log (it keeps copies until it is recycled)",
+    "store.scrub": "the leftovers of the swept store",
+}
+"""What each residue step is about (leftover copies on disk, not rows)."""
+
+OUT_OF_SCOPE_WORDS = {
+    "backups": "backups",
+    "replicas": "replicas",
+    "point_in_time_recovery": "point-in-time recovery archives",
+    "storage_media": "the storage media itself",
+    "other_copies": "other copies (caches, exports, logs)",
+}
+"""The standard out-of-scope ids in words."""
+
+_WHY = {
+    "backups": "restoring such a backup brings the data back; after a restore, repeat the "
+    "erasure (receipt replay) or keep the backup under its own deletion schedule.",
+    "replicas": "a replica or file copy still answers with the data until it is erased too.",
+    "point_in_time_recovery": "a recovery to a moment before the erasure restores the data.",
+    "storage_media": "someone with raw access to the disk might recover old blocks; the "
+    "receipt is about the database, not about forensic unrecoverability.",
+    "other_copies": "data copied elsewhere (another thread, an export, a log) is not named "
+    "by this receipt and must be found and erased separately.",
+}
+
+_REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
+
+
+def duration_words(seconds: int) -> str:
+    """``3 days 4 h``, ``2 h 5 min``, ``12 min``, ``under a minute``."""
+    neg, s = seconds < 0, abs(seconds)
+    d, rest = divmod(s, 86400)
+    h, rest = divmod(rest, 3600)
+    m = rest // 60
+    if d:
+        text = f"{d} day{'s' * (d != 1)}" + (f" {h} h" if h else "")
+    elif h:
+        text = f"{h} h" + (f" {m} min" if m else "")
+    elif m:
+        text = f"{m} min"
+    else:
+        text = "under a minute"
+    return ("minus " if neg else "") + text
+
+
+def _when(t: str) -> str:
+    return f"{t[:10]} {t[11:19]} UTC"
+
+
+def _q(v: Any) -> str:
+    """A value quoted on one line (ids are anyone's text)."""
+    return repr(str(v))
+
+
+def _is_commitment(v: Any) -> bool:
+    return type(v) is str and v.startswith("hmac-sha256:")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
+
+
+def _tables(state: dict[str, Any]) -> str:
+    parts = [
+        f"{name} {_plural(t['rows'], 'row')} ({_plural(t['bytes'], 'byte')})"
+        for name, t in sorted(state.get("tables", {}).items())
+        if t.get("rows")
+    ]
+    return ", ".join(parts) or "no rows in any table"
+
+
+def _size(state: dict[str, Any]) -> str:
+    rows = state.get("leaves", 0)
+    nbytes = sum(t.get("bytes", 0) for t in state.get("tables", {}).values())
+    return f"{_plural(rows, 'row')} ({_plural(nbytes, 'byte')})"
+
+
+def _ns(ns: list[str]) -> str:
+    if len(ns) == 1 and _is_commitment(ns[0]):
+        return f"the namespace committed as {ns[0]}"
+    return _q("/".join(ns))
+
+
+def _what(p: dict[str, Any]) -> list[str]:
+    kind = p.get("kind", "thread")
+    scope = p.get("scope", {})
+    pre = p.get("pre_state", {})
+    private = "privacy" in scope
+    out: list[str] = []
+    namespaces = scope.get("store_namespaces") or []
+    if kind == "thread":
+        out.append(
+            f"Every stored row of the conversation thread {_q(scope.get('thread_id'))}: "
+            f"{_size(pre)}, in {_tables(pre)}."
+        )
+    elif kind == "history":
+        kept = p.get("kept_state", {})
+        out.append(
+            f"The old history of the conversation thread {_q(scope.get('thread_id'))}: "
+            f"{_size(pre)} removed, in {_tables(pre)}. The latest state of the thread "
+            f"({_size(kept)}) was kept on purpose, so the conversation still works."
+        )
+    elif kind == "subject":
+        threads = scope.get("threads") or []
+        shown = ", ".join(_q(t) for t in threads[:10]) + (" and more" if len(threads) > 10 else "")
+        found = scope.get("discovery")
+        how = (
+            f" (found through the metadata key {_q(found['metadata_key'])}, and any named "
+            "explicitly)"
+            if isinstance(found, dict)
+            else ""
+        )
+        out.append(
+            f"Everything stored about the data subject {_q(scope.get('subject'))}: "
+            f"{_plural(len(threads), 'thread')}{how}"
+            + (f": {shown}" if threads else "")
+            + f"; {_size(pre)} in all, in {_tables(pre)}, erased together in one transaction."
+        )
+    elif kind == "namespace":
+        out.append(
+            f"Every item of the long-term store at or below the namespace "
+            f"{_ns(scope.get('namespace') or [])}: {_size(pre)}, in {_tables(pre)}."
+        )
+    elif kind == "deferral":
+        member = p.get("deferral")
+        d: dict[str, Any] = member if isinstance(member, dict) else {}
+        of = d.get("of_kind", "thread")
+        sid = scope.get("subject") if of == "subject" else scope.get("thread_id")
+        what = {"subject": "everything of the data subject", "history": "the history of the "
+                "conversation thread"}.get(of, "the conversation thread")  # fmt: skip
+        code = f" (code {d['code']})" if d.get("code") else ""
+        until = d.get("until")
+        out.append(
+            f"Nothing was erased. This is a signed decision to RETAIN {what} {_q(sid)}: "
+            f"{_size(pre)}, in {_tables(pre)}, kept until "
+            + (_when(until) if isinstance(until, str) else "an unstated date")
+            + f", on the basis {_q(d.get('basis'))}{code}."
+        )
+        out.append(
+            "When that date passes, the retention sweep erases it; that erasure's receipt "
+            "names this decision (deferral_of). Until then, erasures of this scope are "
+            "refused unless they override it, and then name it too."
+        )
+    else:
+        out.append(
+            f"This receipt is of the kind {_q(kind)}, which this explanation does not "
+            f"describe in detail; it records the scope {_q(scope)} and the status "
+            f"{_q(p.get('status'))}."
+        )
+    if namespaces and kind != "namespace":
+        out.append(
+            "Store items under " + ", ".join(_ns(ns) for ns in namespaces) + " were erased with it."
+        )
+    if scope.get("tombstone") and kind in ("thread", "subject", "namespace"):
+        out.append(
+            "A tombstone was left behind: the database refuses new writes to what was "
+            "erased, so it cannot silently come back."
+        )
+    if p.get("pre_state", {}).get("leaves") == 0:
+        out.append("Nothing existed to erase: the receipt attests an EMPTY scope.")
+    if private:
+        out.append(
+            "Privacy mode: the receipt names people and threads only by keyed commitments "
+            "(hmac-sha256:...); the ids themselves are not in it. Whoever holds the "
+            "commitment key can prove which ids these are (receipt open)."
+        )
+    if p.get("replay_of"):
+        out.append(
+            f"This erasure repeats the erasure of receipt {p['replay_of']} after a restore "
+            "brought data back."
+        )
+    if p.get("deferral_of"):
+        out.append(f"It carries out the decision to retain recorded in receipt {p['deferral_of']}.")
+    return out
+
+
+def _request(v: VerifiedReceipt, issued: str) -> list[str]:
+    r = v.request
+    if r is None:
+        return ["The receipt names no request: it does not say who asked for this erasure or why."]
+    basis = r["basis"]
+    desc = describe_basis(basis)
+    out = [
+        f"Request {_q(r['id'])}, on the legal basis "
+        + (f"{basis} - {desc}." if desc else f"{_q(basis)} (free text).")
+    ]
+    requester = r.get("requester")
+    if requester is None:
+        out.append("No requester is recorded.")
+    elif _is_commitment(requester):
+        out.append(f"The requester is recorded only as a commitment ({requester}).")
+    else:
+        out.append(f"Asked by {_q(requester)}.")
+    received, due = r.get("received_at"), r.get("due")
+    if received is not None:
+        out.append(
+            f"Received {_when(received)}; erased "
+            f"{duration_words(seconds_between(received, issued))} later."
+        )
+    if due is not None:
+        if time_key(issued) <= time_key(due):
+            out.append(
+                f"Due {_when(due)}: met, with {duration_words(seconds_between(issued, due))} "
+                "to spare."
+            )
+        else:
+            out.append(
+                f"Due {_when(due)}: LATE, by {duration_words(seconds_between(due, issued))}."
+            )
+    else:
+        out.append("No due date is recorded.")
+    if v.approver is not None:
+        out.append(
+            f"Approved (four eyes) by {_q(v.approver)}: an approver's signature over this "
+            f"request and this exact scope, by key {str(v.approver_key_id)[:16]} that your "
+            "trust file lists as an approver, valid when the erasure began."
+        )
+    else:
+        out.append("No approval by a second person (authorization) is attached.")
+    return out
+
+
+def _checks(v: VerifiedReceipt) -> list[str]:
+    p = v.statement["predicate"]
+    name = f" ({v.key_name})" if v.key_name else ""
+    empty_after = p.get("post_state", {}).get("leaves") == 0
+    items: list[list[str]] = [
+        [
+            f"The signature. The receipt is signed (Ed25519) by key {v.key_id[:16]}{name}, "
+            "a key you said to trust, and the key was valid when the erasure began. Any "
+            "change to the receipt after it was signed would break this signature."
+        ],
+        [
+            "The receipt is consistent: the row counts, the table list and the fingerprint "
+            f"of the erased rows (a Merkle tree digest, SHA-256 {v.pre_digest}) agree with "
+            "each other, "
+            + ("the state afterwards is empty, " if empty_after else "")
+            + "and the disclosures it must make are there."
+        ],
+    ]
+    checks = p.get("checks") or []
+    if checks:
+        items.append(
+            [
+                "What the eraser checked while erasing (as it recorded them, covered by the "
+                "signature):"
+            ]
+            + [
+                f"   - {CHECK_WORDS.get(c['name'], c['name'])} [{c['name']}]: {c['result']}"
+                for c in checks
+            ]
+        )
+    needles = p.get("needles")
+    if isinstance(needles, dict):
+        n, found = len(needles.get("values", ())), needles.get("occurrences_after")
+        items.append(
+            [
+                f"A search of the {needles.get('searched')} for {_plural(n, 'erased value')} "
+                f"(in {_plural(len(needles.get('forms', ())), 'spelling')}): "
+                + ("none found." if found == 0 else f"{found} found.")
+            ]
+        )
+    if v.methods:
+        how = "; ".join(
+            f"{group}: "
+            + {
+                "atomic-transaction": "deleted in one database transaction (all or nothing)",
+                "sweep": "deleted item by item through the store's own interface",
+            }.get(m, m)
+            for group, m in sorted(v.methods.items())
+        )
+        items.append([f"How: {how}."])
+    if v.residue:
+        items.append(
+            ["Leftover copies on disk (residue: not rows, but old bytes the database may keep):"]
+            + [
+                f"   - {RESIDUE_ACTION_WORDS.get(a, a)} [{a}]: {RESIDUE_WORDS.get(s, s)}"
+                for a, s in v.residue
+            ]
+        )
+    out = []
+    for i, item in enumerate(items, 1):
+        out.append(f"{i}. {item[0]}")
+        out += item[1:]
+    out.append(
+        "This checks the receipt, not the database: it shows what the eraser measured and "
+        "signed at the time. It cannot see the database as it is today."
+    )
+    return out
+
+
+def _not_covered(p: dict[str, Any]) -> list[str]:
+    out = []
+    for o in p.get("out_of_scope") or ():
+        i = o.get("id", "")
+        why = _WHY.get(i)
+        out.append(
+            f"- {OUT_OF_SCOPE_WORDS.get(i, i)} [{i}]: {o.get('note', '')}"
+            + (f" Why it matters: {why}" if why else "")
+        )
+    return out
+
+
+def explain(v: VerifiedReceipt, *, source: str | None = None) -> str:
+    """The verification of one receipt in plain language (several short paragraphs,
+    ending with a newline). Only facts the verified statement holds are stated."""
+    p = v.statement["predicate"]
+    kind = p.get("kind", "thread")
+    head = KIND_WORDS.get(kind, f"Receipt of the kind {_q(kind)}")
+    where = f" ({source})" if source else ""
+    retained = kind == "deferral"
+    began = "The decision was signed at" if retained else "The erasure began at"
+    sections = [
+        f"VERIFIED{where}: {head}. Receipt {v.receipt_id}.",
+        ("What is retained\n" if retained else "What was erased\n")
+        + "\n".join(f"  {line}" for line in _what(p)),
+        f"When\n  {began} {_when(v.issued_at)} (issued_at {v.issued_at}); status: {v.status}.",
+        "On whose request\n" + "\n".join(f"  {line}" for line in _request(v, v.issued_at)),
+        "What was checked, and how\n" + "\n".join(f"  {line}" for line in _checks(v)),
+        "What this receipt does not cover, and why that matters\n"
+        + "\n".join(f"  {line}" for line in _not_covered(p)),
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def explain_failure(source: str, reason: str, message: str) -> str:
+    """A failed verification in plain language."""
+    meaning = _REASON_WORDS.get(reason, reason)
+    return (
+        f"NOT VERIFIED ({source}): {meaning} [{reason}].\n"
+        f"  Detail: {message}\n"
+        "  Nothing in this file can be relied on: it may have been changed after it was "
+        "signed, be signed by a key you do not trust, or not be a receipt at all. Ask the "
+        "operator for the original receipt, or for the key it was signed with.\n"
+    )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from ._ops.defer import Deferral, DeferralScope
     from ._ops.history import SweepEvent, SweepResult
     from ._ops.replay import ReplayedScope, ReplayResult
     from ._ops.subject import Location, SubjectDigest
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         ArgumentTypeError,
         AuthorizationError,
         ConfigurationError,
+        DeferredError,
         DeltaChannelError,
         ErasedDataRestoredError,
         ErasureError,
@@ -119,6 +121,9 @@ _LAZY = {
     "ErasedDataRestoredError": "errors",
     "ReplayResult": "_ops.replay",
     "ReplayedScope": "_ops.replay",
+    "Deferral": "_ops.defer",
+    "DeferralScope": "_ops.defer",
+    "DeferredError": "errors",
 }
 
 __all__ = [
@@ -131,6 +136,9 @@ __all__ = [
     "AuthorizationError",
     "CommitmentKey",
     "ConfigurationError",
+    "Deferral",
+    "DeferralScope",
+    "DeferredError",
     "DeltaChannelError",
     "ErasedDataRestoredError",
     "ErasureError",

@@ -82,6 +82,11 @@ FIELDS: tuple[str, ...] = (
     "key_name",
     "log_index",
     "source",
+    "deferral_of_kind",
+    "deferral_until",
+    "deferral_code",
+    "deferral_basis",
+    "deferral_of",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -110,7 +115,10 @@ def index_record(
     id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
     ``received_at``, whole seconds; null without ``received_at``); all null without a
     request. The requester is never a column. ``replay_of``: the receipt a replay after
-    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise."""
+    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. A ``deferral`` receipt
+    (9.12, status ``retained``) fills ``deferral_of_kind`` (what it retains: thread,
+    history, subject), ``deferral_until``, ``deferral_code`` and ``deferral_basis``;
+    an erasure that carried one out names it in ``deferral_of``; null otherwise."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -127,6 +135,7 @@ def index_record(
     kind = p.get("kind", "thread")
     needles = p.get("needles")
     request = v.request
+    deferral = p.get("deferral")
     record = {
         "record_type": RECORD_TYPE,
         "receipt_id": p["receipt_id"],
@@ -149,7 +158,7 @@ def index_record(
         "method_store": methods.get("store"),
         "store_namespaces": len(scope.get("store_namespaces", ())),
         "tombstone": scope.get("tombstone"),
-        "threads": len(scope["threads"]) if kind == "subject" else None,
+        "threads": len(scope["threads"]) if "threads" in scope else None,
         "kept_leaves": p["kept_state"]["leaves"] if kind == "history" else None,
         "needles_checked": needles is not None,
         "needles_searched": None if needles is None else needles["searched"],
@@ -165,6 +174,11 @@ def index_record(
         "key_name": v.key_name,
         "log_index": log_index,
         "source": source,
+        "deferral_of_kind": None if deferral is None else deferral["of_kind"],
+        "deferral_until": None if deferral is None else deferral["until"],
+        "deferral_code": None if deferral is None else deferral["code"],
+        "deferral_basis": None if deferral is None else deferral["basis"],
+        "deferral_of": p.get("deferral_of"),
     }
     return record
 

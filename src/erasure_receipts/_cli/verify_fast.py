@@ -162,7 +162,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace"}  # fmt: skip
+                "namespace": "store namespace", "deferral": "deferral of"}  # fmt: skip
 
 
 def _verify_file(
@@ -196,6 +196,10 @@ def _verify_file(
             res["kept_rows"] = p["kept_state"]["leaves"]
         if "replay_of" in p:
             res["replay_of"] = p["replay_of"]
+        if "deferral" in p:  # RECEIPT_SPEC.md 9.12: what is retained, why, until when
+            res["deferral"] = dict(p["deferral"])
+        if "deferral_of" in p:
+            res["deferral_of"] = p["deferral_of"]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -220,6 +224,7 @@ def _ok_line(res: dict[str, Any]) -> str:
         f"methods {methods}; residue {residue}"
         + _request_text(res)
         + (f"; replay of {res['replay_of']}" if "replay_of" in res else "")
+        + (f"; carries out deferral {res['deferral_of']}" if "deferral_of" in res else "")
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )
@@ -228,6 +233,11 @@ def _ok_line(res: dict[str, Any]) -> str:
 def _what_erased(res: dict[str, Any]) -> str:
     """``erased (5 rows)`` - or, for an empty scope, that nothing existed to erase (a
     receipt of an empty scope must not read like the erasure of data)."""
+    d = res.get("deferral")
+    if d is not None:  # 9.12: retained, not erased (free text: repr keeps one line)
+        code = f", code {d['code']}" if d["code"] is not None else ""
+        return (f"RETAINED, not erased ({res['rows']} rows) until {d['until']} "
+                f"(basis {d['basis']!r}{code}), decided")  # fmt: skip
     if res["empty_scope"]:
         return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
     n = res["rows"]

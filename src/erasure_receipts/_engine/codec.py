@@ -65,6 +65,7 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         "kept": [list(k) for k in request.kept],
         **({"removed": request.removed.to_json()} if request.removed is not None else {}),
         **({"replay_of": request.replay_of} if request.replay_of is not None else {}),
+        **({"deferral_of": request.deferral_of} if request.deferral_of is not None else {}),
     }
 
 
@@ -116,4 +117,5 @@ def request_from_journal(
         # Entries from before it was journaled: the rule over ``kept`` (as then).
         removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
         replay_of=str(entry["replay_of"]) if entry.get("replay_of") else None,
+        deferral_of=str(entry["deferral_of"]) if entry.get("deferral_of") else None,
     )

@@ -154,6 +154,8 @@ def _members(
         out["authorization"] = request.authorization
     if request.replay_of is not None:
         out["replay_of"] = request.replay_of
+    if request.deferral_of is not None:
+        out["deferral_of"] = request.deferral_of
     return out
 
 
@@ -211,7 +213,9 @@ def preflight(
         )
 
 
-_EXTRA = ("kept_state", "units", "needles", "request", "authorization", "replay_of")
+_EXTRA = (
+    "kept_state", "units", "needles", "request", "authorization", "replay_of", "deferral_of",
+)  # fmt: skip
 
 
 def _statement(

@@ -164,6 +164,12 @@ class ErasureRequest:
     replay_of: str | None = None
     """A replay after a restore: the receipt id of the erasure this one repeats (the
     receipt's ``replay_of`` member, RECEIPT_SPEC.md 9.11)."""
+    deferral_of: str | None = None
+    """The deferral (a ``deferral`` receipt's id) this erasure carries out once it ended,
+    or overrides: the receipt's ``deferral_of`` member (RECEIPT_SPEC.md 9.12)."""
+    override_deferral: bool = False
+    """Erase even while an open deferral retains a thread of the scope (otherwise
+    ``DeferredError`` before anything is deleted)."""
 
     @property
     def all_threads(self) -> tuple[str, ...]:

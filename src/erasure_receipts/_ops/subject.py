@@ -171,6 +171,10 @@ class _Spec:
     authorization: Authorization | None = None
     replay_of: str | None = None
     """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
+    deferral_of: str | None = None
+    """The deferral this erasure carries out (RECEIPT_SPEC.md 9.12)."""
+    override_deferral: bool = False
+    """Erase even while an open deferral retains one of the threads."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -320,7 +324,8 @@ def subject_request(er: Eraser, handle: Any, spec: _Spec) -> ErasureRequest:
         spec.subject, spec.store_namespaces, spec.tombstone, spec.allow_empty,
         kind="subject", threads=threads, subject=spec.subject,
         discovery=spec.metadata_key, needles=spec.needles, needle_scope="database",
-        privacy=spec.privacy, replay_of=spec.replay_of,
+        privacy=spec.privacy, replay_of=spec.replay_of, deferral_of=spec.deferral_of,
+        override_deferral=spec.override_deferral,
     )  # fmt: skip
 
 

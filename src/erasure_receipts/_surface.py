@@ -766,8 +766,8 @@ class ErasureMethods(_Configured):
 
     def deferrals(self, state: str | None = None) -> list[Deferral]:
         """Recorded deferrals, oldest first: ``open`` ones, and ``executed`` (the erasure
-        receipt in ``closed_by``), ``released`` and ``lapsed`` ones; ``state`` filters."""
-        self._eraser.db.ensure_journal()
+        receipt in ``closed_by``), ``released`` and ``lapsed`` ones; ``state`` filters.
+        Read-only (``[]`` for a database without the library's tables)."""
         return _defer.deferrals(self._eraser, state)
 
     def release_deferral(self, receipt_id: str, *, reason: str) -> Deferral:
@@ -1160,7 +1160,6 @@ class AsyncErasureMethods(_Configured):
 
     async def adeferrals(self, state: str | None = None) -> list[Deferral]:
         """Async :meth:`ErasureMethods.deferrals`."""
-        await self._adb.aensure_journal()
         return await self._adb.flow(_defer.deferrals, self._eraser, state)
 
     async def arelease_deferral(self, receipt_id: str, *, reason: str) -> Deferral:

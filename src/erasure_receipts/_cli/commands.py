@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from . import erase, inspect, keys, log, replay, retention  # noqa: F401  (they register commands)
+from . import (  # noqa: F401  (they register commands)
+    defer,
+    erase,
+    inspect,
+    keys,
+    log,
+    replay,
+    retention,
+)
 from ._app import app
 
 __all__ = ["app"]
@@ -11,6 +19,7 @@ __all__ = ["app"]
 _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
+    "defer", "deferrals",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

@@ -78,7 +78,7 @@ def show(
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
         f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows"
-        + (" removed)" if kind == "history" else ")"),
+        + (" removed)" if kind == "history" else " retained)" if kind == "deferral" else ")"),
         f"post digest  {post['digest']['sha256']} ({post['leaves']} rows)",
     ]
     for t, c in sorted(pre["tables"].items()):
@@ -97,6 +97,13 @@ def show(
         lines.append(f"request      {rq['id']!r} (basis {rq['basis']!r}){when}")
     if "replay_of" in p:  # RECEIPT_SPEC.md 9.11
         lines.append(f"replay of    {p['replay_of']} (the same scope erased again after a restore)")
+    if "deferral" in p:  # RECEIPT_SPEC.md 9.12: a decision to retain, not an erasure
+        d = p["deferral"]
+        lines.append(f"retained     until {d['until']} (a decision NOT to erase yet; nothing "
+                     "was deleted)")  # fmt: skip
+        lines.append(f"basis        {d['basis']!r}" + (f" (code {d['code']})" if d["code"] else ""))
+    if "deferral_of" in p:  # RECEIPT_SPEC.md 9.12
+        lines.append(f"deferral of  {p['deferral_of']} (the deferral this erasure carries out)")
     if "authorization" in p:
         a = p["authorization"]
         keys = ", ".join(s["keyid"][:16] for s in a["signatures"])
@@ -110,6 +117,8 @@ def show(
 def _show_scope(p: dict[str, Any]) -> list[str]:
     """``receipt show``: what the scope names, by kind (RECEIPT_SPEC.md 9.1)."""
     scope, kind = p["scope"], p.get("kind", "thread")
+    if kind == "deferral":  # 9.12: the retained scope, as an erasure of it names it
+        kind = p["deferral"]["of_kind"]
     if kind == "subject":
         found = scope["discovery"]
         lines = [

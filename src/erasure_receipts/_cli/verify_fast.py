@@ -162,7 +162,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace", "deferral": "deferral of"}  # fmt: skip
+                "namespace": "store namespace"}  # fmt: skip
 
 
 def _verify_file(
@@ -213,12 +213,18 @@ def _verify_file(
     return res
 
 
+def _scope_words(res: dict[str, Any]) -> str:
+    if "deferral" in res:  # 9.12: "deferral of history of thread 't1'"
+        return f"deferral of {_SCOPE_WORDS[res['deferral']['of_kind']]}"
+    return _SCOPE_WORDS[res["kind"]]
+
+
 def _ok_line(res: dict[str, Any]) -> str:
     # Method and residue names are schema-checked ([A-Za-z0-9_.:-]): safe on one line.
     methods = ", ".join(f"{k}={m}" for k, m in sorted(res["methods"].items())) or "none"
     residue = ", ".join(f"{r['action']}={r['status']}" for r in res["residue"]) or "none"
     return (
-        f"OK    {res['file']}: {_SCOPE_WORDS[res['kind']]} {res['thread_id']!r} "
+        f"OK    {res['file']}: {_scope_words(res)} {res['thread_id']!r} "
         f"{_what_erased(res)} at "
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"

@@ -349,7 +349,7 @@ def defer(
     request, members, m, info = er.db.run(measure)
     if not any(c.rows for c in m.tables.values()):
         what = {"history": "history of thread", "subject": "subject"}.get(sc.kind, "thread")
-        raise _nothing(f"{what} {sc.target!r}")
+        raise _nothing(sc.target, f"{what} {sc.target!r}")
     tables = {k: v.to_json() for k, v in m.tables.items()}
     methods = {"checkpoints": METHOD}
     if request.store_namespaces:
@@ -416,8 +416,8 @@ def defer(
     return receipt
 
 
-def _nothing(what: str) -> NothingToEraseError:
-    exc = NothingToEraseError(what)
+def _nothing(target: str, what: str) -> NothingToEraseError:
+    exc = NothingToEraseError(target)
     exc.args = (f"{what} has no stored rows (unknown id, or already erased?); nothing to defer",)
     return exc
 

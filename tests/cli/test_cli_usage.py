@@ -80,6 +80,9 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "show": [["r.json", "--json=no"]],
     "trust add": [["p.pem", "--name", "n", "--file", "t.json", "--role", "boss"]],
     "trust list": [["t.json", "--json=true"]],
+    "defer": [["db", "--thread", "t", "--basis", "b", "--until", "2099-01-01", "--key", "k",
+               "--archive", "a", "--json=yes"]],
+    "deferrals": [["db", "--json=yes"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -295,6 +298,11 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "retention": (["retention", X, "--idle", "1d", "--dry-run"], ALL),
     "retention --key": (["retention", "{db}", "--idle", "1d", "--key", X,
                          "--archive", "{dir}/archive"], ALL),
+    "defer": (["defer", X, "--thread", "t", "--basis", "b", "--until", "2099-01-01",
+               "--key", "{key}", "--archive", "{dir}/archive"], ALL),
+    "defer --key": (["defer", "{db}", "--thread", "t", "--basis", "b", "--until",
+                     "2099-01-01", "--key", X, "--archive", "{dir}/archive"], ALL),
+    "deferrals": (["deferrals", X], ALL),
 }  # fmt: skip
 
 

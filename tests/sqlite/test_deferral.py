@@ -24,6 +24,7 @@ from erasure_receipts import (
     ConfigurationError,
     DeferralScope,
     DeferredError,
+    ErasureIncompleteError,
     NothingToEraseError,
     Signer,
     verify_receipt,
@@ -254,3 +255,60 @@ def test_async_defer(tmp_path: Path, signer: Signer, clock: Clock) -> None:
     assert _rows(db, "t1") == {t: [] for t in TABLES}
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT state FROM erasure_deferrals").fetchall() == [("executed",)]
+
+
+def test_recovered_receipt_closes_the_deferral(
+    tmp_path: Path, signer: Signer, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's erasure commits but its receipt is not signed (the process "dies"):
+    the deferral stays open; recover_receipts issues the receipt naming it and closes it."""
+    from erasure_receipts._engine import eraser
+
+    db = tmp_path / "app.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, clock=clock) as saver:
+        _chat(saver, "t1")
+        d = saver.defer("t1", basis="b", until=clock.now + timedelta(days=1))
+        clock.now += timedelta(days=2)
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            raise OSError("disk full")
+
+        with monkeypatch.context() as m:
+            m.setattr(eraser, "sign_and_archive", fail)
+            res = saver.erase_idle_threads(timedelta(days=1))
+        assert res.failed == 1 and _rows(db, "t1") == {t: [] for t in TABLES}
+        assert [x.state for x in saver.deferrals()] == ["open"]
+        clock.now += timedelta(seconds=1)
+        [receipt] = saver.recover_receipts(min_age_seconds=0)
+        assert receipt.predicate["deferral_of"] == d.receipt_id
+        verify_receipt(receipt.to_json(), [signer.public_key])
+        [rec] = saver.deferrals()
+        assert (rec.state, rec.closed_by) == ("executed", receipt.receipt_id)
+
+
+def test_erased_while_the_deferral_is_recorded(
+    tmp_path: Path, signer: Signer, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process erases the thread between the deferral's measurement and its
+    record (it could not see the deferral yet): no deferral receipt is issued, the record
+    is void (lapsed), nothing is archived."""
+    from erasure_receipts._backends import sqlite as sqlite_backend
+
+    db, archive = tmp_path / "app.db", tmp_path / "receipts"
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, clock=clock, archive=archive
+    ) as saver:
+        _chat(saver, "t1")
+        real = sqlite_backend.SqliteJournal.record_deferral
+
+        def racing(self: Any, conn: Any, row: Any, threads: Any) -> None:
+            with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as other:
+                other.erase_thread("t1")  # a second connection, as another worker
+            real(self, conn, row, threads)
+
+        monkeypatch.setattr(sqlite_backend.SqliteJournal, "record_deferral", racing)
+        with pytest.raises(ErasureIncompleteError, match="erased while the deferral"):
+            saver.defer("t1", basis="b", until=clock.now + timedelta(days=1))
+        [rec] = saver.deferrals()
+        assert rec.state == "lapsed"
+        assert not archive.exists() or not list(archive.glob("*.json"))

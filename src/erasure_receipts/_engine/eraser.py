@@ -591,7 +591,8 @@ class Eraser:
             request, guard = self._deferral_guard(request, guard)
         receipt = self._erase(request, residue_scan, guard)
         if request.deferral_of is not None:
-            self._close_deferral(request, receipt)
+            note = "overridden" if request.override_deferral else None
+            self._close_deferral(request.deferral_of, receipt, note)
         return receipt
 
     def _deferral_guard(
@@ -613,17 +614,16 @@ class Eraser:
 
         return request, check
 
-    def _close_deferral(self, request: ErasureRequest, receipt: Receipt) -> None:
+    def _close_deferral(self, deferral_of: str, receipt: Receipt, note: str | None) -> None:
         # Best effort: the receipt names the deferral; a deferral left open is closed by
         # the next sweep (its scope then holds nothing: "lapsed").
-        note = "overridden" if request.override_deferral else None
         try:
             self.db.run(
-                self.journal.close_deferral, request.deferral_of, "executed",
+                self.journal.close_deferral, deferral_of, "executed",
                 receipt.predicate["issued_at"], receipt.receipt_id, note,
             )  # fmt: skip
         except Exception as exc:
-            log.warning("deferral %s not closed: %s", request.deferral_of, exc)
+            log.warning("deferral %s not closed: %s", deferral_of, exc)
 
     def _erase(
         self, request: ErasureRequest, residue_scan: ResidueScan, guard: Guard | None
@@ -754,6 +754,9 @@ class Eraser:
         self.redact_entry(receipt_id, entry)
         receipt = self._sign(statement)
         self._mark_issued(receipt)
+        deferral = receipt.predicate.get("deferral_of")
+        if deferral is not None:  # the erasure that carried it out died before closing it
+            self._close_deferral(str(deferral), receipt, None)
         return receipt
 
     def redact_entry(self, receipt_id: str, entry: str, committed: str | None = None) -> None:

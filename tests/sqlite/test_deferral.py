@@ -312,3 +312,34 @@ def test_erased_while_the_deferral_is_recorded(
         [rec] = saver.deferrals()
         assert rec.state == "lapsed"
         assert not archive.exists() or not list(archive.glob("*.json"))
+
+
+def test_an_approver_authorizes_the_deferral(tmp_path: Path, signer: Signer, clock: Clock) -> None:
+    """request=/authorization= as for an erasure of the scope: the approver's signed
+    scope is the retained thread's; another thread's authorization is refused."""
+    from erasure_receipts import (
+        AuthorizationError,
+        RequestContext,
+        TrustedKey,
+        TrustStore,
+        authorize,
+    )
+    from erasure_receipts.request import erasure_scope
+
+    approver = Signer.from_seed(b"\x07" * 32)
+    trust = TrustStore([TrustedKey(signer.public_key, "ops"),
+                        TrustedKey(approver.public_key, "dpo", role="approver")])  # fmt: skip
+    context = RequestContext("DSR-7", "gdpr-art17-1a")
+    not_after = clock.now + timedelta(days=1)
+    auth = authorize(approver, request_id="DSR-7", scope=erasure_scope("thread", "t1"),
+                     not_after=not_after)  # fmt: skip
+    with AttestingSqliteSaver.from_conn_string(
+        str(tmp_path / "app.db"), signer=signer, clock=clock
+    ) as saver:
+        _chat(saver, "t1", "t2")
+        until = clock.now + timedelta(days=30)
+        with pytest.raises(AuthorizationError):
+            saver.defer("t2", basis="b", until=until, request=context, authorization=auth)
+        d = saver.defer("t1", basis="b", until=until, request=context, authorization=auth)
+    v = verify_receipt(d.to_json(), trust, require_authorization=True)
+    assert v.approver == "dpo" and v.request is not None and v.request["id"] == "DSR-7"

@@ -161,3 +161,22 @@ async def test_pg_async_defer(pg_db: str, signer: Signer, tmp_path: Path) -> Non
         [rec] = await saver.adeferrals()
         assert (rec.state, rec.closed_by, rec.note) == ("executed", r.receipt_id, "overridden")
     assert _gone(pg_db, "t1")
+
+
+def test_pg_schema_from_before_deferrals(pg_db: str, signer: Signer) -> None:
+    """A database whose library schema predates the deferral tables (setup() not run
+    again): erasures work as before and the first defer() creates the tables."""
+    clock = Clock()
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        _chat(saver, "t1", "t2")
+    with connect(pg_db) as conn:
+        conn.execute("DROP TABLE erasure_deferrals, erasure_deferral_threads")
+        conn.commit()
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, clock=clock) as saver:
+        assert saver.deferrals() == []
+        saver.erase_thread("t2")
+        d = saver.defer("t1", basis="b", until=clock.now + timedelta(days=1))
+        assert [x.receipt_id for x in saver.deferrals("open")] == [d.receipt_id]
+        with pytest.raises(DeferredError):
+            saver.erase_thread("t1")

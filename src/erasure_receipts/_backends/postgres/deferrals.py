@@ -84,7 +84,9 @@ def _text(v: Any) -> Any:
 
 
 def record_deferral(session: Session, row: Row, threads: Sequence[str]) -> None:
-    """Record a deferral and its threads in one transaction."""
+    """Record a deferral and its threads in one transaction (the tables created first
+    if this database's schema predates them and ``setup()`` was not run again)."""
+    ensure_deferrals(session)
     with session.transaction():
         session.execute(
             f"INSERT INTO erasure_deferrals ({_COLUMNS}) "

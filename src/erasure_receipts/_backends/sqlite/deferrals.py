@@ -61,7 +61,10 @@ def _end_read(conn: sqlite3.Connection, was: bool) -> None:
 
 
 def record_deferral(conn: sqlite3.Connection, row: Row, threads: Sequence[str]) -> None:
-    """Record a deferral and its threads in one write transaction."""
+    """Record a deferral and its threads in one write transaction (the tables created
+    first if the database's library tables predate them)."""
+    if not _installed(conn):
+        conn.executescript(DEFERRALS_DDL)
     with _autocommit(conn):
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(

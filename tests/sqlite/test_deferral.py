@@ -343,3 +343,24 @@ def test_an_approver_authorizes_the_deferral(tmp_path: Path, signer: Signer, clo
         d = saver.defer("t1", basis="b", until=until, request=context, authorization=auth)
     v = verify_receipt(d.to_json(), trust, require_authorization=True)
     assert v.approver == "dpo" and v.request is not None and v.request["id"] == "DSR-7"
+
+
+def test_dry_run_counts_ended_deferrals_and_changes_nothing(
+    tmp_path: Path, signer: Signer, clock: Clock
+) -> None:
+    db = tmp_path / "app.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, clock=clock) as saver:
+        _chat(saver, "t1", "t2")
+        saver.defer("t1", basis="b", until=clock.now + timedelta(days=1))
+        saver.defer(DeferralScope.subject("s", threads=["t2"]), basis="b",
+                    until=clock.now + timedelta(days=5))  # fmt: skip
+        before = {t: _rows(db, t) for t in ("t1", "t2")}
+        clock.now += timedelta(days=2)  # the first has ended, the second not
+        events: list[Any] = []
+        res = saver.erase_idle_threads(timedelta(days=1), dry_run=True, progress=events.append)
+        assert (res.deferrals, res.threads, res.skipped) == (1, 1, {"deferred": 1})
+        assert [(e.thread_id, e.outcome) for e in events] == [
+            ("t1", "would_be_erased"), ("t2", "deferred"),
+        ]  # fmt: skip
+        assert {t: _rows(db, t) for t in ("t1", "t2")} == before
+        assert [d.state for d in saver.deferrals()] == ["open", "open"]

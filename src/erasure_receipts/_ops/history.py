@@ -281,12 +281,16 @@ def sweep(
         result.recovered = result.receipts = len(recovered)
     # Deferrals that ended (by the saver's clock) first: an idle sweep carries out every
     # kind, a history sweep only retained histories.
+    carried: set[str] = set()  # a dry run: threads its deferrals would erase
     for d in _defer.due_deferrals(er, ("history",) if mode == "history" else ("thread",
                                   "history", "subject")):  # fmt: skip
         if limit is not None and result.threads >= limit:
             result.limited = True
             break
-        emit(_carry_out(er, d, dry_run, context, result))
+        event = _carry_out(er, d, dry_run, context, result)
+        if dry_run and event.outcome.startswith("would_be_"):
+            carried.update(d.threads)
+        emit(event)
     after: str | None = None
     while not result.limited:
         page = er.db.run(er.journal.idle_threads, before, after, PAGE)
@@ -294,6 +298,8 @@ def sweep(
             break
         for tid, latest, checkpoints, namespaces in page:
             after = tid
+            if tid in carried:
+                continue  # counted with its deferral above
             if limit is not None and result.threads >= limit:
                 result.limited = True
                 break

@@ -576,9 +576,14 @@ class FakeJournal:
 
     # deferrals: rows as the backends keep them (receipt id first, state at index 7)
 
-    def record_deferral(self, mem: Memory, row: Any, threads: Sequence[str], /) -> None:
+    def record_deferral(
+        self, mem: Memory, row: Any, threads: Sequence[str], present: Sequence[str], /
+    ) -> list[str]:
         fire(self.faults, "record_deferral", row[0])
-        mem.deferrals[row[0]] = (list(row), list(threads))
+        gone = [t for t in present if not mem.heads(t)]
+        if not gone:
+            mem.deferrals[row[0]] = (list(row), list(threads))
+        return gone
 
     def deferrals(self, mem: Memory, state: str | None, /) -> list[Any]:
         rows = [tuple(r) for r, _ in mem.deferrals.values()]

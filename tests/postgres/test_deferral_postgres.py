@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -180,3 +181,44 @@ def test_pg_schema_from_before_deferrals(pg_db: str, signer: Signer) -> None:
         assert [x.receipt_id for x in saver.deferrals("open")] == [d.receipt_id]
         with pytest.raises(DeferredError):
             saver.erase_thread("t1")
+
+
+def test_pg_defer_waits_for_a_running_erasure(pg_db: str, signer: Signer) -> None:
+    """An erasure in flight in another session (it holds the thread's advisory lock and
+    has deleted the rows, uncommitted): the deferral measures the committed rows, then
+    its record waits for the erasure's commit, finds the thread gone and records
+    nothing."""
+    import threading
+    import time
+
+    from erasure_receipts._backends.postgres.schema import ADVISORY_CLASS
+
+    clock = Clock()
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, clock=clock) as saver:
+        saver.setup()
+        _chat(saver, "t1")
+        eraser = psycopg.connect(pg_db)  # not autocommit: one open transaction
+        eraser.execute("SELECT pg_advisory_xact_lock(%s, hashtext('t1'))", (ADVISORY_CLASS,))
+        for t in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+            eraser.execute(f"DELETE FROM {t} WHERE thread_id = 't1'")
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            start = time.monotonic()
+            try:
+                saver.defer("t1", basis="b", until=clock.now + timedelta(days=1))
+            except Exception as exc:
+                outcome["error"] = exc
+            outcome["waited"] = time.monotonic() - start
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        time.sleep(1.5)
+        assert worker.is_alive()  # waiting for the erasure's lock
+        eraser.commit()
+        eraser.close()
+        worker.join(timeout=60)
+        assert not worker.is_alive()
+        assert outcome["waited"] >= 1.4
+        assert "erased while the deferral was recorded" in str(outcome["error"])
+        assert saver.deferrals() == []

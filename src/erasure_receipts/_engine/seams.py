@@ -191,8 +191,13 @@ class Journal(Protocol):
 
     # -- deferrals (RECEIPT_SPEC.md 9.12): signed decisions to retain ------------------
 
-    def record_deferral(self, handle: Any, row: DeferralRow, threads: Sequence[str], /) -> None:
-        """Record a signed deferral and the threads it retains (one transaction)."""
+    def record_deferral(
+        self, handle: Any, row: DeferralRow, threads: Sequence[str], present: Sequence[str], /
+    ) -> list[str]:
+        """Record a signed deferral and the threads it retains, in one transaction that
+        excludes erasures of those threads, unless one of ``present`` (threads that had
+        rows when the deferral was measured) has no checkpoint any more: then nothing is
+        recorded and those threads are returned (an erasure committed meanwhile)."""
         ...
 
     def deferrals(self, handle: Any, state: str | None, /) -> list[DeferralRow]:

@@ -392,17 +392,16 @@ def defer(
         }, sort_keys=True, ensure_ascii=False),
         receipt.to_json().decode("utf-8"), "open", None, None, None,
     )  # fmt: skip
-    er.db.run(er.journal.record_deferral, row, threads)
-    # A concurrent erasure that committed between the measurement and the record (it
-    # could not see the deferral yet) leaves a thread without rows: the deferral would
-    # claim to retain what is gone, so it is void.
-    gone = [t for t in threads if er.db.run(er.journal.latest_checkpoint, t) is None]
+    # Recorded in a transaction that excludes erasures of these threads; a thread that
+    # lost its rows since the measurement (an erasure committed in between, before it
+    # could see the deferral) voids it: it would claim to retain what is gone.
+    present = _present(request, m)
+    gone = er.db.run(er.journal.record_deferral, row, threads, present)
     if gone:
-        er.db.run(er.journal.close_deferral, receipt.receipt_id, "lapsed", issued_at, None,
-                  "erased while the deferral was recorded")  # fmt: skip
         raise ErasureIncompleteError(
             f"thread(s) {', '.join(map(repr, gone[:5]))} were erased while the deferral was "
-            "recorded; no deferral receipt was issued (defer again if the scope still exists)"
+            "recorded; no deferral was recorded or issued (defer again if the scope still "
+            "exists)"
         )
     try:
         sign_and_archive(st, er.signer, er.archive)  # the same bytes (Ed25519 is deterministic)
@@ -414,6 +413,14 @@ def defer(
     log.info("deferred %s %r until %s: receipt %s", sc.kind, sc.target, until_text,
              receipt.receipt_id)  # fmt: skip
     return receipt
+
+
+def _present(request: ErasureRequest, m: Any) -> list[str]:
+    """The threads that had checkpoint rows when the deferral was measured."""
+    if request.kind != "subject":
+        return [request.thread_id]
+    return [u[len("thread:") :] for u, _, t in m.units
+            if u.startswith("thread:") and any(c.rows for c in t.values())]  # fmt: skip
 
 
 def _nothing(target: str, what: str) -> NothingToEraseError:

@@ -41,6 +41,7 @@ from ..keep_latest import KeepLatest
 from . import backend, journal, leaves, queries, residue, schema, session
 from . import deferrals as _deferrals
 from .backend import PgTablePart, PlannedPgPart, PostgresBackend
+from .deferrals import ensure_deferrals
 from .journal import (
     LEASE_CLASS,
     is_erased,
@@ -120,6 +121,7 @@ __all__ = [
     "SyncSession",
     "database_label",
     "describe",
+    "ensure_deferrals",
     "ensure_schema",
     "find_needles",
     "has_store_table",
@@ -258,10 +260,10 @@ class PostgresJournal:
         return plan_keep_latest(session, thread_id, write=write)
 
     def record_deferral(
-        self, session: Session, row: _deferrals.Row, threads: Sequence[str]
-    ) -> None:
+        self, session: Session, row: _deferrals.Row, threads: Sequence[str], present: Sequence[str]
+    ) -> list[str]:
         """:func:`._deferrals.record_deferral`."""
-        _deferrals.record_deferral(session, row, threads)
+        return _deferrals.record_deferral(session, row, threads, present)
 
     def deferrals(self, session: Session, state: str | None) -> list[_deferrals.Row]:
         """:func:`._deferrals.deferrals`."""

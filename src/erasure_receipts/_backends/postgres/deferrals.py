@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg import errors as pg_errors
 
+from .schema import ADVISORY_CLASS
 from .session import Session
 
 __all__ = [
@@ -83,11 +84,27 @@ def _text(v: Any) -> Any:
     return v
 
 
-def record_deferral(session: Session, row: Row, threads: Sequence[str]) -> None:
-    """Record a deferral and its threads in one transaction (the tables created first
-    if this database's schema predates them and ``setup()`` was not run again)."""
+def record_deferral(
+    session: Session, row: Row, threads: Sequence[str], present: Sequence[str]
+) -> list[str]:
+    """Record a deferral and its threads in one transaction holding each thread's
+    advisory lock shared (an erasure holds it exclusively until its commit: one that
+    started first is waited for, one that starts later waits and then sees the
+    deferral), unless a thread of ``present`` lost its checkpoints since it was
+    measured: then nothing is recorded and those threads are returned. The tables are
+    created first if this database's schema predates them."""
     ensure_deferrals(session)
     with session.transaction():
+        for t in sorted(set(threads)):  # the erasures' order: no deadlock
+            session.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", (ADVISORY_CLASS, t)
+            )
+        gone = [
+            t for t in dict.fromkeys(present)
+            if not session.query("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1", (t,))
+        ]  # fmt: skip
+        if gone:
+            return gone  # nothing written: the transaction commits nothing
         session.execute(
             f"INSERT INTO erasure_deferrals ({_COLUMNS}) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -99,6 +116,7 @@ def record_deferral(session: Session, row: Row, threads: Sequence[str]) -> None:
                 "ON CONFLICT DO NOTHING",
                 (t, row[0]),
             )
+    return []
 
 
 def deferrals(session: Session, state: str | None) -> list[Row]:

@@ -192,9 +192,6 @@ def ensure_schema(session: Session) -> None:
     triggers enforce the tombstones throughout); a role that may not replace it keeps
     the older version, which still enforces them, and a warning says so.
     """
-    from .deferrals import ensure_deferrals
-
-    ensure_deferrals(session)  # RECEIPT_SPEC.md 9.12 (no trigger, no version of its own)
     if installed_version(session) == SCHEMA_VERSION:
         return  # workers without CREATE/owner privileges can call setup() too
     try:

@@ -251,10 +251,14 @@ class SqliteJournal:
         return plan_keep_latest(conn, thread_id, write=write)
 
     def record_deferral(
-        self, conn: sqlite3.Connection, row: _deferrals.Row, threads: Sequence[str]
-    ) -> None:
+        self,
+        conn: sqlite3.Connection,
+        row: _deferrals.Row,
+        threads: Sequence[str],
+        present: Sequence[str],
+    ) -> list[str]:
         """:func:`._deferrals.record_deferral`."""
-        _deferrals.record_deferral(conn, row, threads)
+        return _deferrals.record_deferral(conn, row, threads, present)
 
     def deferrals(self, conn: sqlite3.Connection, state: str | None) -> list[_deferrals.Row]:
         """:func:`._deferrals.deferrals`."""

@@ -60,13 +60,25 @@ def _end_read(conn: sqlite3.Connection, was: bool) -> None:
         conn.commit()  # end an implicit read transaction (never the caller's)
 
 
-def record_deferral(conn: sqlite3.Connection, row: Row, threads: Sequence[str]) -> None:
-    """Record a deferral and its threads in one write transaction (the tables created
-    first if the database's library tables predate them)."""
+def record_deferral(
+    conn: sqlite3.Connection, row: Row, threads: Sequence[str], present: Sequence[str]
+) -> list[str]:
+    """Record a deferral and its threads in one ``BEGIN IMMEDIATE`` transaction (no
+    erasure runs meanwhile), unless a thread of ``present`` lost its checkpoints since
+    it was measured: then nothing is recorded and those threads are returned. The
+    tables are created first if the database's library tables predate them."""
     if not _installed(conn):
         conn.executescript(DEFERRALS_DDL)
     with _autocommit(conn):
         conn.execute("BEGIN IMMEDIATE")
+        gone = [
+            t for t in dict.fromkeys(present)
+            if conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
+                            (t,)).fetchone() is None
+        ]  # fmt: skip
+        if gone:
+            conn.rollback()
+            return gone
         conn.execute(
             f"INSERT INTO erasure_deferrals ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             tuple(row),
@@ -75,6 +87,7 @@ def record_deferral(conn: sqlite3.Connection, row: Row, threads: Sequence[str]) 
             "INSERT OR IGNORE INTO erasure_deferral_threads (thread_id, receipt_id) VALUES (?, ?)",
             [(t, row[0]) for t in threads],
         )
+    return []
 
 
 def deferrals(conn: sqlite3.Connection, state: str | None) -> list[Row]:

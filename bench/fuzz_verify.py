@@ -865,7 +865,8 @@ VIOLATIONS: dict[str, tuple[Violation, Callable[[Predicate], bool]]] = {
         (v_pre_empty, lambda p: bool(p["pre_state"]["leaves"])),
         (v_pre_rows_zero, lambda p: bool(p["pre_state"]["leaves"])),
         (v_rows_without_bytes, lambda p: _rows(p["pre_state"]["tables"])),
-        (v_residue_empty, lambda p: p["backend"]["kind"] == "sqlite"),
+        (v_residue_empty,  # a deferral deletes nothing: no residue (9.14)
+         lambda p: p["backend"]["kind"] == "sqlite" and p.get("kind") != "deferral"),
         (v_free_space_missing, lambda p: p["backend"]["kind"] == "sqlite"
             and any(_free_space(x["action"]) for x in p["residue"])),
         (v_store_without_namespace, lambda p: _store_rows(p) and "units" not in p

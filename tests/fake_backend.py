@@ -140,6 +140,7 @@ class Memory:
     journal: dict[str, JournalRow] = field(default_factory=dict)
     tombstones: dict[str, tuple[str, str]] = field(default_factory=dict)
     leases: dict[str, object] = field(default_factory=dict)
+    deferrals: dict[str, tuple[list[Any], list[str]]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
     name: str = "memory:fake"
     _snapshot: tuple[Any, ...] | None = None
@@ -572,6 +573,42 @@ class FakeJournal:
     def plan_keep_latest(self, mem: Memory, thread_id: str, /, *, write: bool) -> Any:
         fire(self.faults, "plan_keep_latest", thread_id)
         return plan(Head(ns, cid) for ns, cid in mem.heads(thread_id).items())
+
+    # deferrals: rows as the backends keep them (receipt id first, state at index 7)
+
+    def record_deferral(
+        self, mem: Memory, row: Any, threads: Sequence[str], present: Sequence[str], /
+    ) -> list[str]:
+        fire(self.faults, "record_deferral", row[0])
+        gone = [t for t in present if not mem.heads(t)]
+        if not gone:
+            mem.deferrals[row[0]] = (list(row), list(threads))
+        return gone
+
+    def deferrals(self, mem: Memory, state: str | None, /) -> list[Any]:
+        rows = [tuple(r) for r, _ in mem.deferrals.values()]
+        return [r for r in rows if state is None or r[7] == state]
+
+    def open_deferrals(self, mem: Memory, thread_ids: Sequence[str], /) -> list[tuple[str, str]]:
+        fire(self.faults, "open_deferrals")
+        return [(r[0], r[3]) for r, ts in mem.deferrals.values()
+                if r[7] == "open" and set(ts) & set(thread_ids)]  # fmt: skip
+
+    def close_deferral(
+        self,
+        mem: Memory,
+        receipt_id: str,
+        state: str,
+        closed_at: str,
+        closed_by: str | None,
+        note: str | None,
+        /,
+    ) -> bool:
+        found = mem.deferrals.get(receipt_id)
+        if found is None or found[0][7] != "open":
+            return False
+        found[0][7:] = [state, closed_at, closed_by, note]
+        return True
 
 
 class FakeTuple(NamedTuple):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from ._ops.defer import Deferral, DeferralScope
     from ._ops.history import SweepEvent, SweepResult
     from ._ops.redact import MIN_NEEDLE_CHARS
     from ._ops.replay import ReplayedScope, ReplayResult
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         ArgumentTypeError,
         AuthorizationError,
         ConfigurationError,
+        DeferredError,
         DeltaChannelError,
         ErasedDataRestoredError,
         ErasureError,
@@ -128,6 +130,9 @@ _LAZY = {
     "VectorStoreTarget": "targets",
     "NothingToRedactError": "errors",
     "MIN_NEEDLE_CHARS": "_ops.redact",
+    "Deferral": "_ops.defer",
+    "DeferralScope": "_ops.defer",
+    "DeferredError": "errors",
 }
 
 __all__ = [
@@ -141,6 +146,9 @@ __all__ = [
     "AuthorizationError",
     "CommitmentKey",
     "ConfigurationError",
+    "Deferral",
+    "DeferralScope",
+    "DeferredError",
     "DeltaChannelError",
     "ErasedDataRestoredError",
     "ErasureError",

@@ -15,18 +15,20 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from ._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
 from ._engine.seams import Database, ResidueScan
+from ._ops import defer as _defer
 from ._ops import history as _history
 from ._ops import namespace as _namespace
 from ._ops import redact as _redact
 from ._ops import replay as _replay
 from ._ops import subject as _subject
+from ._ops.defer import Deferral, DeferralScope
 from ._ops.history import Progress, SweepResult
 from ._ops.replay import ReplayedScope, ReplayResult
 from ._ops.subject import Location, SubjectDigest
@@ -252,6 +254,7 @@ class ErasureMethods(_Configured):
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
         targets: Sequence[Any] | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Erase every row of the thread (all tables, all namespaces) and its store items.
 
@@ -273,6 +276,11 @@ class ErasureMethods(_Configured):
         its ``not_after`` by the saver's clock, is refused before anything is deleted
         (``AuthorizationError``). ``targets`` (``erasure_receipts.targets``) are erased
         with the thread, after the saver's (RECEIPT_SPEC.md 9.13).
+
+        A thread retained by an open deferral (:meth:`defer`) raises ``DeferredError``
+        (checked inside the erasure's transaction; nothing deleted) unless
+        ``override_deferral=True``: the receipt then names the deferral in
+        ``deferral_of`` and the deferral is closed as executed.
         """
         erasure = self._eraser.request(
             thread_id,
@@ -283,6 +291,7 @@ class ErasureMethods(_Configured):
             authorization=authorization,
             targets=targets,
         )
+        erasure = replace(erasure, override_deferral=bool(override_deferral))
         self._eraser.preflight()
         self._eraser.db.prepare()
         return self._eraser.erase(erasure, self._eraser.scan(residue_scan))
@@ -409,6 +418,7 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Erase the thread's history, keep its latest state: every checkpoint except the
         latest of each namespace LangGraph still loads (``prune(strategy="keep_latest")``
@@ -432,11 +442,13 @@ class ErasureMethods(_Configured):
         Raises ``NothingToEraseError`` when there is no history to remove,
         ``DeltaChannelError`` (a ``NotImplementedError``) for a thread that uses a
         ``DeltaChannel``, ``ErasureIncompleteError`` if anything fails or remains (no
-        receipt). ``request``/``authorization`` as for ``erase_thread``.
+        receipt). ``request``/``authorization``/``override_deferral`` as for
+        ``erase_thread``.
         """
         er = _history.history_request(
             self._eraser, thread_id, keep, needles, store_namespaces, request, authorization
         )
+        er = replace(er, override_deferral=bool(override_deferral))
         self._eraser.preflight()
         self._eraser.db.prepare()
         return self._eraser.erase(er, self._eraser.scan(residue_scan))
@@ -533,6 +545,7 @@ class ErasureMethods(_Configured):
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
         targets: Sequence[Any] | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Erase every thread of one data subject and its store prefixes, in one
         transaction, into one receipt (kind ``subject``) with one unit per thread.
@@ -557,6 +570,7 @@ class ErasureMethods(_Configured):
         the ``metadata_key`` (all must be the authorized ones), not the threads found.
         ``targets`` as for ``erase_thread``; a ``key="subject"`` target is erased by the
         subject's id (its own unit), a ``key="thread"`` one by each thread's.
+        ``override_deferral`` as for ``erase_thread``.
         """
         spec = _subject.subject_spec(
             self._eraser,
@@ -575,6 +589,7 @@ class ErasureMethods(_Configured):
             context=request,
             authorization=authorization,
             targets=self._eraser.with_targets(targets),
+            override_deferral=bool(override_deferral),
         )
         self._eraser.preflight()
         self._eraser.db.prepare()
@@ -759,6 +774,57 @@ class ErasureMethods(_Configured):
         serde = cast(Any, self).serde
         return _redact.redact(self._eraser, er, serde, replacement, self._eraser.scan(residue_scan))
 
+    # -- signed decisions to retain (RECEIPT_SPEC.md 9.14) --------------------------------
+
+    def defer(
+        self,
+        scope: str | DeferralScope,
+        *,
+        basis: str,
+        until: datetime | date | str,
+        code: str | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+    ) -> Receipt:
+        """Retain ``scope`` until ``until``: a signed decision not to erase it yet.
+
+        ``scope`` is a thread id or a :class:`DeferralScope` (``.thread(id)``,
+        ``.history(id)``, ``.subject(id, threads=..., metadata_key=...)``). The scope is
+        measured read-only, as an erasure of it would measure it (one read snapshot;
+        nothing is written but the record), and a receipt of kind ``deferral`` (status
+        ``retained``) is signed and archived: the scope and its digest now, ``basis``
+        (the legal basis, free text) and ``code`` (an optional short identifier such as
+        ``"gdpr-17-3-b"``), ``until`` (a ``datetime``, naive as UTC; a ``date``,
+        midnight UTC at its start; or RFC 3339 text), and ``request``/``authorization``
+        as for an erasure of the scope. The deferral is recorded in the database
+        (``deferrals()``): until it ends, an erasure of any of its threads raises
+        ``DeferredError`` (``override_deferral=True`` erases anyway) and retention sweeps
+        skip them; once ``until`` passes by the saver's clock, the next sweep erases the
+        scope with one receipt whose ``deferral_of`` names this receipt.
+
+        Raises ``ConfigurationError`` for an ``until`` not in the future, an empty
+        ``basis`` or a malformed ``code``, ``NothingToEraseError`` when the scope holds
+        no rows (nothing to retain).
+        """
+        self._eraser.db.prepare()
+        return _defer.defer(
+            self._eraser, scope, basis=basis, until=until, code=code, context=request,
+            authorization=authorization,
+        )  # fmt: skip
+
+    def deferrals(self, state: str | None = None) -> list[Deferral]:
+        """Recorded deferrals, oldest first: ``open`` ones, and ``executed`` (the erasure
+        receipt in ``closed_by``), ``released`` and ``lapsed`` ones; ``state`` filters.
+        Read-only (``[]`` for a database without the library's tables)."""
+        return _defer.deferrals(self._eraser, state)
+
+    def release_deferral(self, receipt_id: str, *, reason: str) -> Deferral:
+        """End an open deferral early, without erasing: recorded with ``reason`` and the
+        time (state ``released``; no receipt is signed). The scope can then be erased,
+        and sweeps no longer skip it. ``ConfigurationError`` if it is not open."""
+        self._eraser.db.ensure_journal()
+        return _defer.release_deferral(self._eraser, receipt_id, reason)
+
 
 class AsyncErasureMethods(_Configured):
     """The async twins of :class:`ErasureMethods`: the same flows on a worker thread."""
@@ -778,6 +844,7 @@ class AsyncErasureMethods(_Configured):
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
         targets: Sequence[Any] | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_thread`."""
         erasure = self._eraser.request(
@@ -789,6 +856,7 @@ class AsyncErasureMethods(_Configured):
             authorization=authorization,
             targets=targets,
         )
+        erasure = replace(erasure, override_deferral=bool(override_deferral))
         self._eraser.preflight()
         await self._adb.aprepare()
         receipt = await self._adb.flow(self._eraser.erase, erasure, self._eraser.scan(residue_scan))
@@ -878,11 +946,13 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_history`."""
         er = _history.history_request(
             self._eraser, thread_id, keep, needles, store_namespaces, request, authorization
         )
+        er = replace(er, override_deferral=bool(override_deferral))
         self._eraser.preflight()
         await self._adb.aprepare()
         receipt = await self._adb.flow(self._eraser.erase, er, self._eraser.scan(residue_scan))
@@ -975,6 +1045,7 @@ class AsyncErasureMethods(_Configured):
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
         targets: Sequence[Any] | None = None,
+        override_deferral: bool = False,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_subject`."""
         spec = _subject.subject_spec(
@@ -994,6 +1065,7 @@ class AsyncErasureMethods(_Configured):
             context=request,
             authorization=authorization,
             targets=self._eraser.with_targets(targets),
+            override_deferral=bool(override_deferral),
         )
         self._eraser.preflight()
         await self._adb.aprepare()
@@ -1148,3 +1220,30 @@ class AsyncErasureMethods(_Configured):
         )
         self._eraser.set_last(receipt)  # in this task's context (the flow ran in a copy)
         return receipt
+
+    async def adefer(
+        self,
+        scope: str | DeferralScope,
+        *,
+        basis: str,
+        until: datetime | date | str,
+        code: str | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+    ) -> Receipt:
+        """Async :meth:`ErasureMethods.defer`."""
+        await self._adb.aprepare()
+        return await self._adb.flow(
+            partial(_defer.defer, basis=basis, until=until, code=code, context=request,
+                    authorization=authorization),
+            self._eraser, scope,
+        )  # fmt: skip
+
+    async def adeferrals(self, state: str | None = None) -> list[Deferral]:
+        """Async :meth:`ErasureMethods.deferrals`."""
+        return await self._adb.flow(_defer.deferrals, self._eraser, state)
+
+    async def arelease_deferral(self, receipt_id: str, *, reason: str) -> Deferral:
+        """Async :meth:`ErasureMethods.release_deferral`."""
+        await self._adb.aensure_journal()
+        return await self._adb.flow(_defer.release_deferral, self._eraser, receipt_id, reason)

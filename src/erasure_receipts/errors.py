@@ -16,6 +16,7 @@ __all__ = [
     "ArgumentTypeError",
     "AuthorizationError",
     "ConfigurationError",
+    "DeferredError",
     "DeltaChannelError",
     "ErasedDataRestoredError",
     "ErasureError",
@@ -252,6 +253,24 @@ class DeltaChannelError(ErasureError, NotImplementedError):
         super().__init__(
             "keep_latest can't prune threads that use a DeltaChannel: "
             + ", ".join(sorted(thread_ids))
+        )
+
+
+class DeferredError(ErasureError):
+    """An open deferral (a signed decision to retain, ``saver.defer``) retains a thread
+    of this erasure's scope until its ``until``: nothing was deleted. ``deferrals`` holds
+    ``(receipt id, until)`` of each; pass ``override_deferral=True`` to erase anyway
+    (the receipt then names the deferral in ``deferral_of``), or let the retention sweep
+    erase the scope once the deferral ends."""
+
+    reason = "deferred"
+
+    def __init__(self, label: str, deferrals: Iterable[tuple[str, str]]) -> None:
+        self.deferrals = list(deferrals)
+        shown = ", ".join(f"{rid} until {until}" for rid, until in self.deferrals[:5])
+        super().__init__(
+            f"{label} is retained by {len(self.deferrals)} open deferral(s) ({shown}); "
+            "nothing was erased (override_deferral=True erases it anyway, naming the deferral)"
         )
 
 

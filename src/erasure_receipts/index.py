@@ -89,6 +89,11 @@ FIELDS: tuple[str, ...] = (
     "checkpoints_kept",
     "request_received_at",
     "request_due_at",
+    "deferral_of_kind",
+    "deferral_until",
+    "deferral_code",
+    "deferral_basis",
+    "deferral_of",
 )
 """The columns, in order (the CSV header; the keys of every NDJSON record)."""
 
@@ -123,7 +128,11 @@ def index_record(
     group). ``checkpoints_kept``: the thread's checkpoints a ``redaction`` receipt kept
     (all of them; null for the other kinds), while ``rows`` counts the rows it rewrote.
     ``request_received_at`` and ``request_due_at``: the request's ``received_at`` and
-    ``due`` (null when the request has none, or without a request)."""
+    ``due`` (null when the request has none, or without a request). A ``deferral``
+    receipt (9.14, status ``retained``) fills ``deferral_of_kind`` (what it retains:
+    thread, history, subject), ``deferral_until``, ``deferral_code`` and
+    ``deferral_basis``; an erasure that carried one out names it in ``deferral_of``;
+    null otherwise."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
@@ -141,6 +150,7 @@ def index_record(
     kind = p.get("kind", "thread")
     needles = p.get("needles")
     request = v.request
+    deferral = p.get("deferral")
     record = {
         "record_type": RECORD_TYPE,
         "receipt_id": p["receipt_id"],
@@ -163,7 +173,7 @@ def index_record(
         "method_store": methods.get("store"),
         "store_namespaces": len(scope.get("store_namespaces", ())),
         "tombstone": scope.get("tombstone"),
-        "threads": len(scope["threads"]) if kind == "subject" else None,
+        "threads": len(scope["threads"]) if "threads" in scope else None,
         "kept_leaves": p["kept_state"]["leaves"] if kind == "history" else None,
         "needles_checked": needles is not None,
         "needles_searched": None if needles is None else needles["searched"],
@@ -185,6 +195,11 @@ def index_record(
         "checkpoints_kept": p["redaction"]["checkpoints_after"] if kind == "redaction" else None,
         "request_received_at": None if request is None else request["received_at"],
         "request_due_at": None if request is None else request["due"],
+        "deferral_of_kind": None if deferral is None else deferral["of_kind"],
+        "deferral_until": None if deferral is None else deferral["until"],
+        "deferral_code": None if deferral is None else deferral["code"],
+        "deferral_basis": None if deferral is None else deferral["basis"],
+        "deferral_of": p.get("deferral_of"),
     }
     return record
 

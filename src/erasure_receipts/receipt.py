@@ -132,7 +132,7 @@ def is_name(v: str) -> bool:
     return ok
 
 
-_STATUSES = frozenset(("erased", "redacted"))
+_STATUSES = frozenset(("erased", "redacted", "retained"))
 _CHECK_RESULTS = frozenset(("pass", "fail"))
 _RESIDUE_STATUSES = frozenset(("applied", "partial", "failed", "skipped", "not_applicable"))
 MAX_THREAD_ID = 4096
@@ -239,8 +239,10 @@ _K_PREDICATE = frozenset(
 )  # fmt: skip
 _K_PREDICATE_THREAD = _K_PREDICATE | {"kind"}
 _K_PREDICATE_OPT = frozenset(
-    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of",
-     "targets", "redaction")
+    (
+        "kind", "kept_state", "units", "needles", "request", "authorization", "replay_of",
+        "targets", "redaction", "deferral", "deferral_of",
+    )
 )  # fmt: skip
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
 _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
@@ -261,10 +263,16 @@ _K_UNIT = frozenset(("name", "digest", "leaves", "tables"))
 _K_NEEDLES = frozenset(("commitment", "salt", "values", "forms", "searched", "occurrences_after"))
 # -- kind "redaction" (RECEIPT_SPEC.md 9.12): values rewritten in a thread's rows --
 _K_REDACTION = frozenset(("checkpoints_before", "checkpoints_after", "replacement"))
-KINDS = ("thread", "history", "subject", "namespace", "redaction")
+KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral")
 """Receipt kinds (RECEIPT_SPEC.md section 9); a predicate without ``kind`` is ``thread``."""
 AUTH_KINDS = ("thread", "history", "subject")
 """Kinds an authorization (RECEIPT_SPEC.md 9.6) can name; ``namespace`` not (yet)."""
+# -- kind "deferral" (RECEIPT_SPEC.md 9.14): a signed decision to retain a scope --
+_K_DEFERRAL = frozenset(("of_kind", "basis", "code", "until"))
+DEFERRAL_KINDS = ("thread", "history", "subject")
+"""Scopes a deferral can retain: ``deferral.of_kind``; its ``scope`` has that kind's shape."""
+MAX_BASIS = 4096
+"""Longest ``deferral.basis`` (characters)."""
 _K_BACKEND = frozenset(("kind", "saver", "store", "database", "versions"))
 _K_MERKLE = frozenset(("algorithm", "leaf_encoding"))
 _K_PRE = frozenset(("digest", "leaves", "tables"))
@@ -604,12 +612,19 @@ def _validate(st: Any, full: bool) -> None:
         _str(v, "predicate.issued_at", is_time)
     if type(p["status"]) is not str or p["status"] not in _STATUSES:
         raise _fail("predicate.status", f"unknown status {p['status']!r}")
-    if (p["status"] == "redacted") != (kind == "redaction"):
-        want = "redacted" if kind == "redaction" else "erased"
+    want = {"redaction": "redacted", "deferral": "retained"}.get(kind, "erased")
+    if p["status"] != want:
         raise _fail("predicate.status", f"must be {want!r} in {kind} receipts")
-
-    _scope(p["scope"], kind, full)
-    _kind_members(p, kind)
+    if ("deferral" in p) != (kind == "deferral"):
+        raise _fail("predicate.deferral", f"is required for deferral receipts only ({kind})")
+    if kind == "deferral":  # 9.14: the retained scope has the shape of its own kind
+        for member in ("kept_state", "units", "needles", "replay_of", "deferral_of"):
+            if member in p:
+                raise _fail(("predicate", member), "is not allowed in deferral receipts")
+        _scope(p["scope"], _deferral(p["deferral"]), full)
+    else:
+        _scope(p["scope"], kind, full)
+        _kind_members(p, kind)
     sc = p["scope"]
     if kind != "namespace" and sc["checkpoint_namespaces"] != "all":
         raise _fail("predicate.scope.checkpoint_namespaces", 'must be "all"')
@@ -697,6 +712,10 @@ def _validate(st: Any, full: bool) -> None:
         _str(p["replay_of"], "predicate.replay_of", is_uuid)
     if "targets" in p:  # section 9.13: the application's own data erased with the scope
         _targets(p["targets"])
+    if "deferral_of" in p:  # section 9.14: the deferral this erasure carries out
+        if kind == "namespace":
+            raise _fail("predicate.deferral_of", "is not allowed in namespace receipts")
+        _str(p["deferral_of"], "predicate.deferral_of", is_uuid)
 
 
 _K_TARGET = frozenset(("name", "type", "key", "method"))
@@ -731,6 +750,21 @@ def _targets(targets: Any) -> None:
             _str(t["database"], (path, i, "database"), max_len=4096)
     if names != sorted(set(names)):
         raise _fail(path, "must be sorted by unique name")
+
+
+def _deferral(v: Any) -> str:
+    """The ``deferral`` member (9.14); returns the kind of the retained scope."""
+    d = _obj(v, "predicate.deferral", _K_DEFERRAL)
+    of = d["of_kind"]
+    if type(of) is not str or of not in DEFERRAL_KINDS:
+        raise _fail("predicate.deferral.of_kind", f"must be one of {', '.join(DEFERRAL_KINDS)}")
+    basis = _str(d["basis"], "predicate.deferral.basis", max_len=MAX_BASIS)
+    if not basis.strip():
+        raise _fail("predicate.deferral.basis", "must not be blank")
+    if d["code"] is not None:
+        _str(d["code"], "predicate.deferral.code", is_name)
+    _str(d["until"], "predicate.deferral.until", is_time, max_len=64)
+    return of
 
 
 def statement_is_valid(st: Any) -> bool:

@@ -673,7 +673,10 @@ def verify_request(p: Mapping[str, Any], trust: TrustStore) -> TrustedKey | None
             f"authorization is for request {auth.request_id!r}, the receipt for {r['id']!r}",
             reason="authorization_mismatch",
         )
-    wanted = authorized_scope(p["scope"], p.get("kind", "thread"))
+    kind = p.get("kind", "thread")
+    if kind == "deferral":  # 9.14: the approver authorizes retaining this scope
+        kind = p["deferral"]["of_kind"]
+    wanted = authorized_scope(p["scope"], kind)
     diff = _scope_difference(auth._statement["scope"], wanted)
     if diff is not None:
         raise ReceiptSemanticsError(

@@ -174,11 +174,15 @@ def check_semantics(statement: dict[str, Any]) -> None:
         raise bad("subject digest differs from the pre-state digest", "subject_digest_mismatch")
     kind = p.get("kind", "thread")
     scope = p["scope"]
-    if kind == "thread":
+    named = kind
+    if kind == "deferral":  # 9.14: it names the retained scope as an erasure of it would
+        _check_deferral(p, bad)
+        named = p["deferral"]["of_kind"]
+    if named == "thread":
         name = f"langgraph-thread:{scope['thread_id']}"
-    elif kind == "history":
+    elif named == "history":
         name = f"langgraph-thread-history:{scope['thread_id']}"
-    elif kind == "namespace":  # 9.7
+    elif named == "namespace":  # 9.7
         name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
     elif kind == "redaction":  # 9.12
         name = f"langgraph-thread-redaction:{scope['thread_id']}"
@@ -194,6 +198,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         _check_privacy(p, bad)
     if p.get("replay_of") == p["receipt_id"]:  # section 9.11
         raise bad("replay_of names the receipt itself, not the erasure it repeats")
+    if p.get("deferral_of") == p["receipt_id"]:  # section 9.14
+        raise bad("deferral_of names the receipt itself, not the deferral it carries out")
     needles = p.get("needles")
     if needles is not None and p["status"] == "erased" and needles["occurrences_after"]:
         raise bad("status is erased but a needle still occurs", "needles_remain")
@@ -263,6 +269,30 @@ TABLES = {
 STORE_TABLES = frozenset(("store", "store_vectors"))
 """Tables of the ``store`` method group; every other table is the ``checkpoints`` group."""
 METHODS = frozenset(("atomic-transaction", "sweep"))
+DEFERRAL_METHOD = "read-snapshot"
+"""A deferral's ``methods`` value: its scope was measured in one read snapshot (9.14)."""
+
+
+def _check_deferral(p: dict[str, Any], bad: Any) -> None:
+    """A deferral (RECEIPT_SPEC.md 9.14) retains its scope: nothing deleted, so the
+    post-state is the pre-state; nothing tombstoned; every check passed; and the
+    retention ends after the decision was made."""
+    from .receipt import time_key
+
+    if p["post_state"] != p["pre_state"]:
+        raise bad("a deferral retains its scope: post_state must equal pre_state")
+    if p["scope"]["tombstone"]:
+        raise bad("a deferral deletes nothing: scope.tombstone must be false")
+    if "tombstone_policy" in p["scope"] or p["scope"].get("store_tombstone"):
+        raise bad("a deferral tombstones nothing (tombstone_policy, store_tombstone)")
+    if not p["pre_state"]["leaves"]:
+        raise bad("a deferral retains rows: its pre_state is empty")
+    failed = [c["name"] for c in p["checks"] if c["result"] != "pass"]
+    if failed:
+        raise bad(f"a deferral's checks failed: {', '.join(failed)}", "check_failed")
+    until, issued = p["deferral"]["until"], p["issued_at"]
+    if time_key(until) <= time_key(issued):
+        raise bad(f"deferral until {until} is not after issued_at {issued}")
 
 
 def _check_counts(p: dict[str, Any], bad: Any) -> None:
@@ -313,6 +343,16 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         raise mismatch("store namespaces erased, but backend.store is null")
     if "kind" not in p:
         return  # issued before kinds: its methods and tables followed an earlier layout
+    if p["kind"] == "deferral":  # 9.14: measured in a read snapshot, nothing deleted
+        want = {"checkpoints": DEFERRAL_METHOD}
+        if namespaces:
+            want["store"] = DEFERRAL_METHOD
+        if methods != want:
+            raise mismatch(
+                f"a deferral receipt's methods are {want} (read, not deleted); got "
+                f"{dict(sorted(methods.items()))}"
+            )
+        return
     if p["kind"] == "namespace":  # 9.7: store rows of the saver's database only
         if namespaces != [p["scope"]["namespace"]]:
             raise mismatch("a namespace receipt's store_namespaces must be [scope.namespace]")
@@ -380,6 +420,8 @@ def check_residue(predicate: dict[str, Any]) -> None:
     def missing(msg: str) -> ReceiptSemanticsError:
         return ReceiptSemanticsError(msg, reason="residue_missing")
 
+    if p.get("kind") == "deferral":
+        return  # nothing deleted: no residue to reduce or disclose (9.14)
     if backend in TABLES and not actions:
         raise missing(f"a {backend} receipt must record its residue actions; it has none")
     if "kind" not in p:

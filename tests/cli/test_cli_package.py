@@ -95,6 +95,7 @@ def test_one_module_per_command_group() -> None:
         "retention": "retention",
         "replay": "replay",
         "report": "report",
+        "defer": "defer", "deferrals": "defer",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
         "redact": "redact",
     }  # fmt: skip

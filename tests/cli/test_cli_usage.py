@@ -82,6 +82,9 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "trust add": [["p.pem", "--name", "n", "--file", "t.json", "--role", "boss"]],
     "trust list": [["t.json", "--json=true"]],
     "redact": [["db", "--key", "k", "--thread", "t", "--needles-file", "f", "--json=1"]],
+    "defer": [["db", "--thread", "t", "--basis", "b", "--until", "2099-01-01", "--key", "k",
+               "--archive", "a", "--json=yes"]],
+    "deferrals": [["db", "--json=yes"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -307,6 +310,11 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
                                "--key", "{key}"], ALL),
     "report --key": (["report", "{receipt}", "--key", X, "--json"], ALL),
     "report --trust": (["report", "{receipt}", "--trust", X, "--json"], ALL),
+    "defer": (["defer", X, "--thread", "t", "--basis", "b", "--until", "2099-01-01",
+               "--key", "{key}", "--archive", "{dir}/archive"], ALL),
+    "defer --key": (["defer", "{db}", "--thread", "t", "--basis", "b", "--until",
+                     "2099-01-01", "--key", X, "--archive", "{dir}/archive"], ALL),
+    "deferrals": (["deferrals", X], ALL),
 }  # fmt: skip
 
 

@@ -1086,6 +1086,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     cases.update(_replay_bad_cases())
     cases.update(_namespace_bad_cases())
     cases.update(_redaction_bad_cases())
+    cases.update(_deferral_bad_cases())
     return cases
 
 
@@ -1282,6 +1283,116 @@ def _redaction_good_cases() -> dict[str, Callable[[], bytes]]:
 
 
 # -- end of kind "redaction" --------------------------------------------------------------
+# -- kind "deferral" (RECEIPT_SPEC.md 9.14): a signed decision to retain ------------------
+
+DEFERRAL_ID = "8f2c6a0e-5b7d-4e9f-a0b1-6c7d8e9fa0b2"
+DEFERRED_ERASURE_ID = "7e1b5f9d-4a6c-4d8e-9fa0-5b6c7d8e9fa1"
+DEFERRAL = {"of_kind": "thread", "basis": "GDPR Art. 17(3)(b): kept for a legal obligation",
+            "code": "gdpr-17-3-b", "until": "2027-06-01T00:00:00Z"}  # fmt: skip
+
+
+def deferral_statement(**deferral_over: Any) -> dict[str, Any]:
+    """``defer("thread-1", ...)``: the thread measured in one read snapshot, retained
+    until 2027-06-01 (nothing deleted: the post-state is the pre-state)."""
+    t = "thread-1"
+    rows = [
+        _cp_row(t, "", "1f0a8c3e-0101", 1),
+        _cp_row(t, "", "1f0a8c3e-0102", 2),
+        _write_row(t, "1f0a8c3e-0101", "task-a", 0, b"\xa5hello from alice@example.com"),
+    ]
+    pre = _measure(rows, ("checkpoints", "writes"))
+    st = build_statement(**{
+        **statement_kwargs(),
+        "receipt_id": DEFERRAL_ID, "thread_id": t, "store_namespaces": [], "tombstone": False,
+        "backend": _kind_backend(),
+        "pre_digest": pre["digest"]["sha256"], "pre_tables": pre["tables"],
+        "post_digest": pre["digest"]["sha256"], "post_tables": pre["tables"],
+        "methods": {"checkpoints": "read-snapshot"},
+        "checks": [_check("scope_measured", "3 rows measured in one read snapshot; nothing "
+                          "deleted"), _check("until_after_issued_at")],
+        "residue": [], "kind": "deferral",
+        "scope": {"thread_id": t, "checkpoint_namespaces": "all", "store_namespaces": [],
+                  "tombstone": False},
+        "extra": {"deferral": {**DEFERRAL, **deferral_over}},
+    })  # fmt: skip
+    st["predicate"]["status"] = "retained"
+    return st
+
+
+def deferred_erasure_statement(of: str = DEFERRAL_ID) -> dict[str, Any]:
+    """The thread erasure a retention sweep made once the deferral ended."""
+    st = thread_kind_statement(receipt_id=DEFERRED_ERASURE_ID)
+    st["predicate"]["deferral_of"] = of
+    return st
+
+
+def _deferral_mutated(mutate: Callable[[dict[str, Any]], Any]) -> Callable[[], bytes]:
+    def make() -> bytes:
+        st = deferral_statement()
+        mutate(st["predicate"])
+        return _sign_raw(st)
+
+    return make
+
+
+def _erased_post(p: dict[str, Any]) -> None:
+    p["post_state"] = {
+        "digest": {"sha256": digest.EMPTY_ROOT.hex()},
+        "leaves": 0,
+        "tables": {k: {"rows": 0, "bytes": 0} for k in p["pre_state"]["tables"]},
+    }
+
+
+def _deferral_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    D = _deferral_mutated
+    return {
+        "kind_deferral_status_erased": (D(lambda p: p.update(status="erased")), 1, "schema",
+            "deferral receipt whose status is erased, validly signed"),
+        "kind_thread_status_retained": (lambda: _sign_raw(_status(thread_kind_statement(),
+            "retained")), 1, "schema", "thread receipt whose status is retained"),
+        "kind_deferral_without_member": (D(lambda p: p.pop("deferral")), 1, "schema",
+            "deferral receipt without its deferral member"),
+        "kind_deferral_blank_basis": (D(lambda p: p["deferral"].update(basis="   ")), 1,
+            "schema", "deferral whose legal basis is blank"),
+        "kind_deferral_bad_code": (D(lambda p: p["deferral"].update(code="GDPR 17(3)")), 1,
+            "schema", "deferral whose code is not a short identifier"),
+        "kind_deferral_until_not_time": (D(lambda p: p["deferral"].update(until="2027-06-01")),
+            1, "schema", "deferral whose until is a date, not an RFC 3339 time"),
+        "kind_deferral_of_namespace": (D(lambda p: p["deferral"].update(of_kind="namespace")),
+            1, "schema", "deferral of a kind a deferral cannot retain"),
+        "kind_deferral_post_state_empty": (D(_erased_post), 1, "inconsistent",
+            "deferral whose post-state is empty (it claims to retain what it deleted)"),
+        "kind_deferral_until_before_issued": (D(lambda p: p["deferral"].update(
+            until="2026-11-29T11:59:59Z")), 1, "inconsistent",
+            "deferral whose until is before its issued_at"),
+        "kind_deferral_tombstoned": (D(lambda p: p["scope"].update(tombstone=True)), 1,
+            "inconsistent", "deferral whose scope claims a tombstone"),
+        "kind_deferral_delete_method": (D(lambda p: p.update(methods={
+            "checkpoints": "atomic-transaction"})), 1, "scope_mismatch",
+            "deferral whose methods say rows were deleted"),
+        "kind_deferral_with_deferral_of": (D(lambda p: p.update(deferral_of=DEFERRAL_ID)), 1,
+            "schema", "deferral receipt that names a deferral_of"),
+        "deferral_of_not_uuid": (lambda: _sign_raw(deferred_erasure_statement("deferral-1")),
+            1, "schema", "deferral_of is not a receipt id, validly signed"),
+        "deferral_of_itself": (lambda: _sign_raw(deferred_erasure_statement(
+            DEFERRED_ERASURE_ID)), 1, "inconsistent",
+            "deferral_of names the erasure's own receipt id, validly signed"),
+    }  # fmt: skip
+
+
+def _status(st: dict[str, Any], status: str) -> dict[str, Any]:
+    st["predicate"]["status"] = status
+    return st
+
+
+def _deferral_good_cases() -> dict[str, Callable[[], bytes]]:
+    return {
+        "deferral.json": lambda: _signed(deferral_statement()),
+        "thread-deferral-of.json": lambda: _signed(deferred_erasure_statement()),
+    }
+
+
+# -- end of kind "deferral" ---------------------------------------------------------------
 
 
 def good_cases() -> dict[str, Callable[[], bytes]]:
@@ -1303,6 +1414,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         "thread-replay.json": lambda: _signed(replay_statement()),
         **_namespace_good_cases(),
         **_redaction_good_cases(),
+        **_deferral_good_cases(),
     }
 
 

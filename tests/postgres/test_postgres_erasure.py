@@ -279,7 +279,7 @@ def test_pg_failure_rolls_back_and_journal_recovers(
         # A failure inside the transaction: nothing deleted, no receipt, no journal entry.
         from erasure_receipts._backends import postgres as pgb
 
-        def boom(self: Any, receipt_id: str, issued_at: str, entry: str) -> None:
+        def boom(self: Any, receipt_id: str, issued_at: str, entry: str, **kw: Any) -> None:
             raise RuntimeError("injected")
 
         with monkeypatch.context() as m:

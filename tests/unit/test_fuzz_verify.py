@@ -20,7 +20,8 @@ from erasure_receipts.errors import Error
 
 CATEGORIES = {"tree", "bytes", "dsse_payload", "resigned_semantic", "resigned_schema", "keys",
               "object"}  # fmt: skip
-KINDS = {"thread (no kind)", "thread", "history", "subject", "namespace", "redaction"}
+KINDS = {"thread (no kind)", "thread", "history", "subject", "namespace", "redaction",
+         "deferral"}  # fmt: skip
 SEEDS = {"thread_kindless", "thread_kind", "thread_nostore", "thread_store_sweep",
          "thread_request_auth", "thread_empty", "history", "history_request_auth", "subject",
          "subject_privacy", "subject_request_auth", "subject_empty"}  # fmt: skip
@@ -45,11 +46,11 @@ def genuines() -> list[fuzz_verify.Genuine]:
 
 @pytest.fixture(scope="module")
 def summary() -> dict[str, Any]:
-    return fuzz_verify.run(2000, seed=20260507, cli_every=40, skip=UNENFORCED)
+    return fuzz_verify.run(2200, seed=20260507, cli_every=40, skip=UNENFORCED)
 
 
 def test_no_uncaught_exception_and_no_wrong_accept(summary: dict[str, Any]) -> None:
-    assert summary["mutations"] == 2000
+    assert summary["mutations"] == 2200
     assert summary["uncaught"] == 0, summary["uncaught_examples"]
     assert summary["wrong_accepts"] == 0, summary["wrong_accept_examples"]
     assert summary["unknown_reasons"] == 0

@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
-from . import erase, inspect, keys, log, redact, replay, report, retention  # noqa: F401  (they register)
+from . import (  # noqa: F401  (they register commands)
+    defer,
+    erase,
+    inspect,
+    keys,
+    log,
+    redact,
+    replay,
+    report,
+    retention,
+)
 from ._app import app
 
 __all__ = ["app"]
@@ -12,6 +22,7 @@ _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
     "redact", "report_cmd",
+    "defer", "deferrals",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

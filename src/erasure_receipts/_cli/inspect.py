@@ -78,7 +78,11 @@ def show(
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
         f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows"
-        + {"history": " removed)", "redaction": " before the rewrite)"}.get(kind, ")"),
+        + {
+            "history": " removed)",
+            "redaction": " before the rewrite)",
+            "deferral": " retained)",
+        }.get(kind, ")"),
         f"post digest  {post['digest']['sha256']} ({post['leaves']} rows"
         + (" after the rewrite)" if kind == "redaction" else ")"),
     ]
@@ -100,6 +104,13 @@ def show(
         lines.append(f"replay of    {p['replay_of']} (the same scope erased again after a restore)")
     for t in p.get("targets") or ():  # RECEIPT_SPEC.md 9.13
         lines.append(f"target       {_target_text(t)}")
+    if "deferral" in p:  # RECEIPT_SPEC.md 9.14: a decision to retain, not an erasure
+        d = p["deferral"]
+        lines.append(f"retained     until {d['until']} (a decision NOT to erase yet; nothing "
+                     "was deleted)")  # fmt: skip
+        lines.append(f"basis        {d['basis']!r}" + (f" (code {d['code']})" if d["code"] else ""))
+    if "deferral_of" in p:  # RECEIPT_SPEC.md 9.14
+        lines.append(f"deferral of  {p['deferral_of']} (the deferral this erasure carries out)")
     if "authorization" in p:
         a = p["authorization"]
         keys = ", ".join(s["keyid"][:16] for s in a["signatures"])
@@ -126,6 +137,8 @@ def _target_text(t: dict[str, Any]) -> str:
 def _show_scope(p: dict[str, Any]) -> list[str]:
     """``receipt show``: what the scope names, by kind (RECEIPT_SPEC.md 9.1)."""
     scope, kind = p["scope"], p.get("kind", "thread")
+    if kind == "deferral":  # 9.14: the retained scope, as an erasure of it names it
+        kind = p["deferral"]["of_kind"]
     if kind == "subject":
         found = scope["discovery"]
         lines = [

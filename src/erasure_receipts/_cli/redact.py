@@ -1,5 +1,5 @@
 """``receipt redact``: rewrite values out of one thread's rows, every checkpoint kept
-(RECEIPT_SPEC.md 9.12)."""
+(RECEIPT_SPEC.md 9.14)."""
 
 from __future__ import annotations
 

@@ -199,8 +199,9 @@ def retention(
             continue
         what = f"would be {verb[mode]}" if dry_run else verb[mode]
         skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
-        typer.echo(f"{mode:<8} before {r.cutoff}: {r.threads} threads {what}, {r.rows} rows, "
-                   f"{r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
+        ended = f", {r.deferrals} ended deferral(s) carried out" if r.deferrals else ""
+        typer.echo(f"{mode:<8} before {r.cutoff}: {r.threads} threads {what}{ended}, {r.rows} "
+                   f"rows, {r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
                    f"skipped: {skipped}")  # fmt: skip
         for tid, msg in r.failures:
             typer.echo(f"receipt: error: thread {_short(tid)}: {msg}", err=True)

@@ -205,6 +205,10 @@ def _verify_file(
             res["replay_of"] = p["replay_of"]
         if "targets" in p:  # RECEIPT_SPEC.md 9.13
             res["targets"] = [{k: t[k] for k in ("name", "type", "method")} for t in p["targets"]]
+        if "deferral" in p:  # RECEIPT_SPEC.md 9.14: what is retained, why, until when
+            res["deferral"] = dict(p["deferral"])
+        if "deferral_of" in p:
+            res["deferral_of"] = p["deferral_of"]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -218,12 +222,18 @@ def _verify_file(
     return res
 
 
+def _scope_words(res: dict[str, Any]) -> str:
+    if "deferral" in res:  # 9.14: "deferral of history of thread 't1'"
+        return f"deferral of {_SCOPE_WORDS[res['deferral']['of_kind']]}"
+    return _SCOPE_WORDS[res["kind"]]
+
+
 def _ok_line(res: dict[str, Any]) -> str:
     # Method and residue names are schema-checked ([A-Za-z0-9_.:-]): safe on one line.
     methods = ", ".join(f"{k}={m}" for k, m in sorted(res["methods"].items())) or "none"
     residue = ", ".join(f"{r['action']}={r['status']}" for r in res["residue"]) or "none"
     return (
-        f"OK    {res['file']}: {_SCOPE_WORDS[res['kind']]} {res['thread_id']!r} "
+        f"OK    {res['file']}: {_scope_words(res)} {res['thread_id']!r} "
         f"{_what_erased(res)} at "
         f"{res['issued_at']}, receipt {res['receipt_id']}, key {res['key_id'][:16]}; "
         f"methods {methods}; residue {residue}"
@@ -235,6 +245,7 @@ def _ok_line(res: dict[str, Any]) -> str:
             if "targets" in res
             else ""
         )
+        + (f"; carries out deferral {res['deferral_of']}" if "deferral_of" in res else "")
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )
@@ -243,6 +254,11 @@ def _ok_line(res: dict[str, Any]) -> str:
 def _what_erased(res: dict[str, Any]) -> str:
     """``erased (5 rows)`` - or, for an empty scope, that nothing existed to erase (a
     receipt of an empty scope must not read like the erasure of data)."""
+    d = res.get("deferral")
+    if d is not None:  # 9.14: retained, not erased (free text: repr keeps one line)
+        code = f", code {d['code']}" if d["code"] is not None else ""
+        return (f"RETAINED, not erased ({res['rows']} rows) until {d['until']} "
+                f"(basis {d['basis']!r}{code}), decided")  # fmt: skip
     if res["empty_scope"]:
         return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
     n = res["rows"]

@@ -66,6 +66,7 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         **({"removed": request.removed.to_json()} if request.removed is not None else {}),
         **({"replay_of": request.replay_of} if request.replay_of is not None else {}),
         **({"targets": [_target_entry(t) for t in request.targets]} if request.targets else {}),
+        **({"deferral_of": request.deferral_of} if request.deferral_of is not None else {}),
     }
 
 
@@ -164,4 +165,5 @@ def request_from_journal(
         removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
         replay_of=str(entry["replay_of"]) if entry.get("replay_of") else None,
         targets=tuple(_target_from_journal(t) for t in entry.get("targets", ())),
+        deferral_of=str(entry["deferral_of"]) if entry.get("deferral_of") else None,
     )

@@ -48,6 +48,7 @@ from .._parts import Part, TableCount
 from ..errors import (
     ArgumentTypeError,
     ConfigurationError,
+    DeferredError,
     ErasureIncompleteError,
     Error,
 )
@@ -705,7 +706,53 @@ class Eraser:
         self, request: ErasureRequest, residue_scan: ResidueScan, guard: Guard | None = None
     ) -> Receipt:
         """Measure, delete, commit, check, sign and archive one erasure; ``guard`` runs
-        first inside its transaction (under the write lock) with the database handle."""
+        first inside its transaction (under the write lock) with the database handle.
+
+        An open deferral of a thread in scope refuses the erasure inside the transaction
+        (``DeferredError``), unless the request carries it out (``deferral_of``) or
+        overrides it (``override_deferral``: the receipt names the deferral); the
+        deferral it names is closed as executed once the receipt is issued."""
+        if request.kind != "namespace":
+            request, guard = self._deferral_guard(request, guard)
+        receipt = self._erase(request, residue_scan, guard)
+        if request.deferral_of is not None:
+            note = "overridden" if request.override_deferral else None
+            self._close_deferral(request.deferral_of, receipt, note)
+        return receipt
+
+    def _deferral_guard(
+        self, request: ErasureRequest, guard: Guard | None
+    ) -> tuple[ErasureRequest, Guard]:
+        threads = list(request.all_threads)
+        if request.override_deferral and request.deferral_of is None:
+            found = self.db.run(self.journal.open_deferrals, threads)
+            if found:
+                request = replace(request, deferral_of=found[0][0])
+
+        def check(handle: Any) -> None:
+            if guard is not None:
+                guard(handle)
+            found = self.journal.open_deferrals(handle, threads)
+            blocking = [d for d in found if d[0] != request.deferral_of]
+            if blocking and not request.override_deferral:
+                raise DeferredError(request.label, blocking)
+
+        return request, check
+
+    def _close_deferral(self, deferral_of: str, receipt: Receipt, note: str | None) -> None:
+        # Best effort: the receipt names the deferral; a deferral left open is closed by
+        # the next sweep (its scope then holds nothing: "lapsed").
+        try:
+            self.db.run(
+                self.journal.close_deferral, deferral_of, "executed",
+                receipt.predicate["issued_at"], receipt.receipt_id, note,
+            )  # fmt: skip
+        except Exception as exc:
+            log.warning("deferral %s not closed: %s", deferral_of, exc)
+
+    def _erase(
+        self, request: ErasureRequest, residue_scan: ResidueScan, guard: Guard | None
+    ) -> Receipt:
         with lease.owner_scope(self._release_lease) as leases:
             phase_one = lease.bind(leases, self._phase_one)
             outcome, namespaces = self.db.run(phase_one, request, residue_scan, guard)
@@ -832,6 +879,9 @@ class Eraser:
         self.redact_entry(receipt_id, entry)
         receipt = self._sign(statement)
         self._mark_issued(receipt)
+        deferral = receipt.predicate.get("deferral_of")
+        if deferral is not None:  # the erasure that carried it out died before closing it
+            self._close_deferral(str(deferral), receipt, None)
         return receipt
 
     def redact_entry(self, receipt_id: str, entry: str, committed: str | None = None) -> None:

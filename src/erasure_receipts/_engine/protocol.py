@@ -27,6 +27,7 @@ from .._parts import Part, TableCount
 from ..digest import units_root
 from ..errors import (
     AuthorizationError,
+    DeferredError,
     DeltaChannelError,
     ErasureIncompleteError,
     NeedlesFoundError,
@@ -66,6 +67,7 @@ PASS_THROUGH: tuple[type[BaseException], ...] = (
     NothingToEraseError,
     AuthorizationError,
     DeltaChannelError,
+    DeferredError,
 )
 """Raised through :func:`erase_rows` as they are (after the rollback), never wrapped into
 ``ErasureIncompleteError``: each is a decision, not a failure of the erasure."""

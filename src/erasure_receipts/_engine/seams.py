@@ -20,13 +20,19 @@ from typing import Any, Literal, Protocol, TypeVar
 from ..errors import ErasureIncompleteError
 from .types import ErasureBackend, ErasureRequest
 
-__all__ = ["Database", "Journal", "PendingRow", "Reader", "ResidueScan"]
+__all__ = ["Database", "DeferralRow", "Journal", "PendingRow", "Reader", "ResidueScan"]
 
 T = TypeVar("T")
 ResidueScan = bool | Literal["vacuum"]
 """``residue_scan=``: off, on (VACUUM only if a copy is found), or "vacuum" (always)."""
 PendingRow = tuple[str, str, str, "str | None"]
 """An open journal entry: receipt id, issued_at, entry JSON, journaled statement."""
+DeferralRow = tuple[
+    str, str, str, str, str, str, str, str, "str | None", "str | None", "str | None"
+]
+"""A recorded deferral: receipt id, kind, scope id, until, issued_at, entry JSON (basis,
+code, threads, store namespaces, discovery), receipt JSON, state, closed_at, closed_by,
+note."""
 
 
 class Database(Protocol):
@@ -181,4 +187,39 @@ class Journal(Protocol):
 
     def plan_keep_latest(self, handle: Any, thread_id: str, /, *, write: bool) -> Any:
         """The keep-latest plan of a history erasure (raises ``DeltaChannelError``)."""
+        ...
+
+    # -- deferrals (RECEIPT_SPEC.md 9.14): signed decisions to retain ------------------
+
+    def record_deferral(
+        self, handle: Any, row: DeferralRow, threads: Sequence[str], present: Sequence[str], /
+    ) -> list[str]:
+        """Record a signed deferral and the threads it retains, in one transaction that
+        excludes erasures of those threads, unless one of ``present`` (threads that had
+        rows when the deferral was measured) has no checkpoint any more: then nothing is
+        recorded and those threads are returned (an erasure committed meanwhile)."""
+        ...
+
+    def deferrals(self, handle: Any, state: str | None, /) -> list[DeferralRow]:
+        """Every recorded deferral (of one ``state``), oldest first; ``[]`` before the
+        library's tables exist."""
+        ...
+
+    def open_deferrals(self, handle: Any, thread_ids: Sequence[str], /) -> list[tuple[str, str]]:
+        """``(receipt id, until)`` of the open deferrals retaining any of ``thread_ids``,
+        oldest first (inside an erasure's transaction: what committed before it)."""
+        ...
+
+    def close_deferral(
+        self,
+        handle: Any,
+        receipt_id: str,
+        state: str,
+        closed_at: str,
+        closed_by: str | None,
+        note: str | None,
+        /,
+    ) -> bool:
+        """Close an open deferral (``executed``, ``released``, ``lapsed``); False if it
+        is not open (unknown, or closed already)."""
         ...

@@ -165,6 +165,8 @@ def _members(
     targets = target_members(request)
     if targets:  # 9.13
         out["targets"] = targets
+    if request.deferral_of is not None:
+        out["deferral_of"] = request.deferral_of
     return out
 
 
@@ -228,7 +230,7 @@ def preflight(
 
 _EXTRA = (
     "kept_state", "units", "needles", "request", "authorization", "replay_of", "targets",
-    "redaction",
+    "redaction", "deferral_of",
 )  # fmt: skip
 
 

@@ -167,6 +167,12 @@ class ErasureRequest:
     targets: tuple[Any, ...] = ()
     """Erasure targets (``erasure_receipts.targets``): the saver's and the call's; the
     engine applies those of the request's kind (RECEIPT_SPEC.md 9.13)."""
+    deferral_of: str | None = None
+    """The deferral (a ``deferral`` receipt's id) this erasure carries out once it ended,
+    or overrides: the receipt's ``deferral_of`` member (RECEIPT_SPEC.md 9.14)."""
+    override_deferral: bool = False
+    """Erase even while an open deferral retains a thread of the scope (otherwise
+    ``DeferredError`` before anything is deleted)."""
 
     @property
     def all_threads(self) -> tuple[str, ...]:

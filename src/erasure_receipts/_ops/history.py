@@ -30,12 +30,14 @@ from .._engine.types import ErasureRequest
 from ..errors import (
     ArgumentTypeError,
     ConfigurationError,
+    DeferredError,
     DeltaChannelError,
     ErasureIncompleteError,
     Error,
     NothingToEraseError,
 )
 from ..receipt import MAX_THREAD_ID, Receipt
+from . import defer as _defer
 
 if TYPE_CHECKING:
     from ..request import Authorization, RequestContext
@@ -58,7 +60,8 @@ class SweepEvent(NamedTuple):
     """``erased`` / ``pruned`` (a receipt was issued; ``would_*`` in a dry run), or why
     it was skipped: ``nothing_to_remove``, ``became_active`` (a newer checkpoint),
     ``active`` (a run, e.g. a resume, may be going on: see ``run_in_flight`` of the
-    backends), ``invalid_id`` (``""`` or not valid text: no request can name it),
+    backends), ``deferred`` (an open deferral retains it until its ``until``),
+    ``invalid_id`` (``""`` or not valid text: no request can name it),
     ``undated``, ``delta_channel``, ``failed`` (counted in ``SweepResult.failed``: the
     erasure failed, or the id is too long for a receipt; the sweep goes on)."""
     rows: int = 0
@@ -92,6 +95,9 @@ class SweepResult:
     """``(thread id, message)`` of the first failures."""
     limited: bool = False
     """The sweep stopped at ``limit``; run it again to continue."""
+    deferrals: int = 0
+    """Ended deferrals carried out by this run (RECEIPT_SPEC.md 9.14): each erasure is
+    counted in ``threads`` too, its receipt's ``deferral_of`` naming the deferral."""
 
     @property
     def ok(self) -> bool:
@@ -112,7 +118,7 @@ class SweepResult:
             "mode": self.mode, "cutoff": self.cutoff, "dry_run": self.dry_run,
             "threads": self.threads, "receipts": self.receipts, "recovered": self.recovered,
             "rows": self.rows, "bytes": self.bytes, "skipped": dict(sorted(self.skipped.items())),
-            "failed": self.failed, "limited": self.limited,
+            "failed": self.failed, "limited": self.limited, "deferrals": self.deferrals,
             "failures": [{"thread_id": t, "error": m} for t, m in self.failures],
         }  # fmt: skip
 
@@ -273,6 +279,18 @@ def sweep(
             recovered = list(exc.recovered)
             result._fail("(journal)", exc.message)
         result.recovered = result.receipts = len(recovered)
+    # Deferrals that ended (by the saver's clock) first: an idle sweep carries out every
+    # kind, a history sweep only retained histories.
+    carried: set[str] = set()  # a dry run: threads its deferrals would erase
+    for d in _defer.due_deferrals(er, ("history",) if mode == "history" else ("thread",
+                                  "history", "subject")):  # fmt: skip
+        if limit is not None and result.threads >= limit:
+            result.limited = True
+            break
+        event = _carry_out(er, d, dry_run, context, result)
+        if dry_run and event.outcome.startswith("would_be_"):
+            carried.update(d.threads)
+        emit(event)
     after: str | None = None
     while not result.limited:
         page = er.db.run(er.journal.idle_threads, before, after, PAGE)
@@ -280,6 +298,8 @@ def sweep(
             break
         for tid, latest, checkpoints, namespaces in page:
             after = tid
+            if tid in carried:
+                continue  # counted with its deferral above
             if limit is not None and result.threads >= limit:
                 result.limited = True
                 break
@@ -345,6 +365,9 @@ def _sweep_one(
             if er.db.run(er.journal.run_in_flight, tid):
                 result._skip("active")
                 return SweepEvent(tid, "active", latest=latest)
+            if er.db.run(er.journal.open_deferrals, [tid]):
+                result._skip("deferred")
+                return SweepEvent(tid, "deferred", latest=latest)
             tables = er.db.run(er.measure, request).tables
             rows = sum(c.rows for c in tables.values())
             nbytes = sum(c.bytes for c in tables.values())
@@ -361,6 +384,9 @@ def _sweep_one(
     except DeltaChannelError:
         result._skip("delta_channel")
         return SweepEvent(tid, "delta_channel", latest=latest)
+    except DeferredError:  # an open deferral retains it (checked in the transaction)
+        result._skip("deferred")
+        return SweepEvent(tid, "deferred", latest=latest)
     except _BecameActive as exc:  # the guard's own abort, raised through unwrapped
         result._skip(exc.reason)
         return SweepEvent(tid, exc.reason, latest=latest)
@@ -376,6 +402,48 @@ def _sweep_one(
     result.rows += int(pre["leaves"])
     result.bytes += nbytes
     return SweepEvent(tid, done, int(pre["leaves"]), nbytes, receipt.receipt_id, latest)
+
+
+def _carry_out(
+    er: Eraser,
+    d: _defer.Deferral,
+    dry_run: bool,
+    context: RequestContext | None,
+    result: SweepResult,
+) -> SweepEvent:
+    """Erase the scope of a deferral that ended (one receipt naming it)."""
+    done = "pruned" if d.kind == "history" else "erased"
+    try:
+        if dry_run:
+            request = _defer.erasure_request(er, d, context)
+            tables = er.db.run(er.measure, request).tables
+            rows = sum(c.rows for c in tables.values())
+            nbytes = sum(c.bytes for c in tables.values())
+            if not rows:
+                result._skip("nothing_to_remove")
+                return SweepEvent(d.scope_id, "nothing_to_remove")
+            result.threads += 1
+            result.deferrals += 1
+            result.rows += rows
+            result.bytes += nbytes
+            return SweepEvent(d.scope_id, f"would_be_{done}", rows, nbytes)
+        receipt = _defer.carry_out(er, d, context)
+    except Exception as exc:  # one bad deferral must not stop the sweep
+        message = exc.message if isinstance(exc, Error) else f"{type(exc).__name__}: {exc}"
+        result._fail(d.scope_id, f"deferral {d.receipt_id}: {message}")
+        log.warning("retention sweep: deferral %s failed: %s", d.receipt_id, message)
+        return SweepEvent(d.scope_id, "failed")
+    if receipt is None:
+        result._skip("nothing_to_remove")
+        return SweepEvent(d.scope_id, "nothing_to_remove")
+    pre = receipt.predicate["pre_state"]
+    nbytes = sum(int(t["bytes"]) for t in pre["tables"].values())
+    result.threads += 1
+    result.receipts += 1
+    result.deferrals += 1
+    result.rows += int(pre["leaves"])
+    result.bytes += nbytes
+    return SweepEvent(d.scope_id, done, int(pre["leaves"]), nbytes, receipt.receipt_id)
 
 
 def _still_idle(er: Eraser, thread_id: str, before: str) -> Guard:

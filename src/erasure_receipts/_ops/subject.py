@@ -173,6 +173,10 @@ class _Spec:
     """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
     targets: tuple[Any, ...] = ()
     """Erasure targets: the saver's and the call's (RECEIPT_SPEC.md 9.13)."""
+    deferral_of: str | None = None
+    """The deferral this erasure carries out (RECEIPT_SPEC.md 9.14)."""
+    override_deferral: bool = False
+    """Erase even while an open deferral retains one of the threads."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -323,6 +327,7 @@ def subject_request(er: Eraser, handle: Any, spec: _Spec) -> ErasureRequest:
         kind="subject", threads=threads, subject=spec.subject,
         discovery=spec.metadata_key, needles=spec.needles, needle_scope="database",
         privacy=spec.privacy, replay_of=spec.replay_of, targets=spec.targets,
+        deferral_of=spec.deferral_of, override_deferral=spec.override_deferral,
     )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ from .._backends.postgres import (
     PostgresBackend,
     Session,
     SyncSession,
+    ensure_deferrals,
     ensure_schema,
     is_tombstone_error,
     retryable,
@@ -343,6 +344,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         super().setup()
         with self._session() as s:  # a catalog check when current; upgrades otherwise
             ensure_schema(s)
+            ensure_deferrals(s)  # RECEIPT_SPEC.md 9.14 (tables only: no trigger, no version)
         self._schema_ready = True
         self._check_erasures()  # check_erasures=: refuse while erased data is back
 
@@ -475,6 +477,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         """Async :meth:`AttestingPostgresSaver.setup`."""
         await super().setup()
         await self._adb.arun(ensure_schema)  # a catalog check when current; upgrades otherwise
+        await self._adb.arun(ensure_deferrals)
         self._schema_ready = True
         await self._acheck_erasures()  # check_erasures=: refuse while erased data is back
 

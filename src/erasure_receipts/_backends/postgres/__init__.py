@@ -39,7 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..keep_latest import KeepLatest
 from . import backend, journal, leaves, queries, residue, schema, session
+from . import deferrals as _deferrals
 from .backend import PgTablePart, PlannedPgPart, PostgresBackend
+from .deferrals import ensure_deferrals
 from .journal import (
     LEASE_CLASS,
     is_erased,
@@ -119,6 +121,7 @@ __all__ = [
     "SyncSession",
     "database_label",
     "describe",
+    "ensure_deferrals",
     "ensure_schema",
     "find_needles",
     "has_store_table",
@@ -255,6 +258,32 @@ class PostgresJournal:
     def plan_keep_latest(self, session: Session, thread_id: str, *, write: bool) -> KeepLatest:
         """:func:`plan_keep_latest`."""
         return plan_keep_latest(session, thread_id, write=write)
+
+    def record_deferral(
+        self, session: Session, row: _deferrals.Row, threads: Sequence[str], present: Sequence[str]
+    ) -> list[str]:
+        """:func:`._deferrals.record_deferral`."""
+        return _deferrals.record_deferral(session, row, threads, present)
+
+    def deferrals(self, session: Session, state: str | None) -> list[_deferrals.Row]:
+        """:func:`._deferrals.deferrals`."""
+        return _deferrals.deferrals(session, state)
+
+    def open_deferrals(self, session: Session, thread_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """:func:`._deferrals.open_deferrals`."""
+        return _deferrals.open_deferrals(session, thread_ids)
+
+    def close_deferral(
+        self,
+        session: Session,
+        receipt_id: str,
+        state: str,
+        closed_at: str,
+        closed_by: str | None,
+        note: str | None,
+    ) -> bool:
+        """:func:`._deferrals.close_deferral`."""
+        return _deferrals.close_deferral(session, receipt_id, state, closed_at, closed_by, note)
 
     def has_store_table(self, session: Session) -> bool:
         """:func:`has_store_table` (PostgreSQL only: which tables a subject erasure locks)."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..keep_latest import KeepLatest
 from . import backend, connection, journal, queries, residue, schema
+from . import deferrals as _deferrals
 from .backend import PlannedSqlPart, SqliteBackend, SqlTablePart
 from .connection import (
     asecure_store_connection,
@@ -248,6 +249,38 @@ class SqliteJournal:
     ) -> KeepLatest:
         """:func:`plan_keep_latest`."""
         return plan_keep_latest(conn, thread_id, write=write)
+
+    def record_deferral(
+        self,
+        conn: sqlite3.Connection,
+        row: _deferrals.Row,
+        threads: Sequence[str],
+        present: Sequence[str],
+    ) -> list[str]:
+        """:func:`._deferrals.record_deferral`."""
+        return _deferrals.record_deferral(conn, row, threads, present)
+
+    def deferrals(self, conn: sqlite3.Connection, state: str | None) -> list[_deferrals.Row]:
+        """:func:`._deferrals.deferrals`."""
+        return _deferrals.deferrals(conn, state)
+
+    def open_deferrals(
+        self, conn: sqlite3.Connection, thread_ids: Sequence[str]
+    ) -> list[tuple[str, str]]:
+        """:func:`._deferrals.open_deferrals`."""
+        return _deferrals.open_deferrals(conn, thread_ids)
+
+    def close_deferral(
+        self,
+        conn: sqlite3.Connection,
+        receipt_id: str,
+        state: str,
+        closed_at: str,
+        closed_by: str | None,
+        note: str | None,
+    ) -> bool:
+        """:func:`._deferrals.close_deferral`."""
+        return _deferrals.close_deferral(conn, receipt_id, state, closed_at, closed_by, note)
 
 
 if not TYPE_CHECKING:  # typed callers see only the names above

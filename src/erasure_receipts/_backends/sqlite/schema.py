@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 
 from .._table import STORE_TOMBSTONE_MESSAGE, TOMBSTONE_MESSAGE
+from .deferrals import DEFERRALS_DDL
 
 __all__ = [
     "STORE_TOMBSTONE_DDL",
@@ -27,7 +28,8 @@ __all__ = [
     "is_tombstone_error",
 ]
 
-TOMBSTONE_DDL = """
+TOMBSTONE_DDL = (
+    """
 CREATE TABLE IF NOT EXISTS erasure_tombstones (
     thread_id TEXT PRIMARY KEY,
     receipt_id TEXT NOT NULL,
@@ -55,6 +57,8 @@ CREATE TABLE IF NOT EXISTS erasure_store_tombstones (
     erased_at TEXT NOT NULL
 );
 """
+    + DEFERRALS_DDL
+)
 
 _META_ROOT = (
     "CASE WHEN json_valid(CAST(NEW.metadata AS TEXT)) "

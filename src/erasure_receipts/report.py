@@ -399,7 +399,9 @@ def _id_html(v: Any) -> str:
         return (
             f'<span class="commit" title="{escape(v)}">commitment {escape(v[12:24])}&hellip;</span>'
         )
-    return f"<code>{escape(str(v))}</code>"
+    text = str(v)
+    cls = ' class="nw"' if len(text) <= 40 else ""  # a short id on one line
+    return f"<code{cls}>{escape(text)}</code>"
 
 
 def kind_words(kind: str) -> str:
@@ -496,7 +498,7 @@ ul{margin:2px 0 0;padding-left:18px}
 td ul{font-size:12.5px;color:#4a5568}
 code{font:12.5px ui-monospace,Menlo,Consolas,monospace;overflow-wrap:break-word}
 code.rid,td.path code{word-break:break-all}
-time,td.when{white-space:nowrap}
+time,td.when,code.nw{white-space:nowrap}
 td details summary{color:inherit}
 td details ul{margin-top:4px}
 .commit{font:12.5px ui-monospace,Menlo,Consolas,monospace;color:#553c9a}

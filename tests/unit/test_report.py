@@ -229,7 +229,7 @@ def test_request_outcomes_and_deferrals() -> None:
     html = render_html(rep)
     assert 'retained until <time datetime="2027-06-01T00:00:00Z"' in html
     assert "Decision to retain" in html
-    assert f"carries out deferral <code>{rid(4)}</code>" in html
+    assert f'carries out deferral <code class="nw">{rid(4)}</code>' in html
 
 
 @pytest.mark.parametrize("kind", ["redaction", "shred", "deferral", "x<script>"])

@@ -537,12 +537,12 @@ def _sha256_b64(text: str) -> str:
 
 def content_security_policy() -> str:
     """The page's policy: nothing from anywhere, except its own inline style sheet and
-    script (by hash) and ``data:`` images."""
+    script (by their SHA-256)."""
     return (
         "default-src 'none'; "
         f"style-src 'sha256-{_sha256_b64(_CSS)}'; "
         f"script-src 'sha256-{_sha256_b64(_SCRIPT)}'; "
-        "img-src data:; base-uri 'none'; form-action 'none'"
+        "base-uri 'none'; form-action 'none'"
     )
 
 

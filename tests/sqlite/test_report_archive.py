@@ -323,6 +323,8 @@ def test_browser_renders_the_page_offline(archive: dict[str, Any], tmp_path: Pat
         line = rows[y]
         for x in range(0, width, 4):
             colours[line[x * bpp : x * bpp + 3]] += 1
+    # the inline style sheet applied (the CSP allowed it): the header's navy at the top
+    assert rows[10][10 * bpp : 10 * bpp + 3] == bytes((0x1A, 0x36, 0x5D))
     top, n = colours.most_common(1)[0]
     assert len(colours) > 50, len(colours)  # text, charts, colours: not one flat fill
     assert n / sum(colours.values()) < 0.9, top

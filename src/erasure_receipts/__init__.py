@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from ._ops.history import SweepEvent, SweepResult
+    from ._ops.redact import MIN_NEEDLE_CHARS
     from ._ops.replay import ReplayedScope, ReplayResult
     from ._ops.subject import Location, SubjectDigest
     from ._savers.postgres import AsyncAttestingPostgresSaver, AttestingPostgresSaver
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         NeedlesFoundError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
+        NothingToRedactError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from .receipt import Receipt
     from .request import Authorization, RequestContext, authorize
     from .signing import PublicKey, Signer
+    from .targets import ErasureTarget, FunctionTarget, SqlTarget, VectorStoreTarget
     from .trust import TrustedKey, TrustStore
     from .verify import VerifiedReceipt, verify_receipt
 
@@ -119,9 +122,16 @@ _LAZY = {
     "ErasedDataRestoredError": "errors",
     "ReplayResult": "_ops.replay",
     "ReplayedScope": "_ops.replay",
+    "ErasureTarget": "targets",
+    "FunctionTarget": "targets",
+    "SqlTarget": "targets",
+    "VectorStoreTarget": "targets",
+    "NothingToRedactError": "errors",
+    "MIN_NEEDLE_CHARS": "_ops.redact",
 }
 
 __all__ = [
+    "MIN_NEEDLE_CHARS",
     "ArgumentTypeError",
     "AsyncAttestingPostgresSaver",
     "AsyncAttestingSqliteSaver",
@@ -135,7 +145,9 @@ __all__ = [
     "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
+    "ErasureTarget",
     "Error",
+    "FunctionTarget",
     "InclusionProofError",
     "InputError",
     "KeyFormatError",
@@ -148,6 +160,7 @@ __all__ = [
     "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
+    "NothingToRedactError",
     "PendingErasure",
     "PublicKey",
     "Receipt",
@@ -158,6 +171,7 @@ __all__ = [
     "RequestContext",
     "SignatureError",
     "Signer",
+    "SqlTarget",
     "SubjectDigest",
     "SweepEvent",
     "SweepResult",
@@ -166,6 +180,7 @@ __all__ = [
     "TrustStore",
     "TrustedKey",
     "UntrustedKeyError",
+    "VectorStoreTarget",
     "VerificationError",
     "VerifiedReceipt",
     "__version__",

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["LeafSink", "Part", "TableCount", "iter_pages"]
+__all__ = ["LeafSink", "Part", "Rewritable", "TableCount", "iter_pages"]
 
 
 LeafSink = Callable[[bytes], Any]
@@ -64,6 +64,33 @@ class Part(Protocol):
 
     def leaves(self) -> Iterator[bytes]:
         """Legal hold: the leaf data, in the order ``measure`` hashes them."""
+        ...
+
+
+class Rewritable(Protocol):
+    """A table part whose rows a redaction reads and rewrites in place (same keys)."""
+
+    table: str
+    group: str
+    method: str
+
+    def key_columns(self) -> list[str]:
+        """The table's primary-key columns (a rewrite never changes them)."""
+        ...
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every row of the scope as ``{column: value}``, in the order ``measure`` hashes
+        them (primary-key order); values as the driver returns them, JSON columns as
+        their text."""
+        ...
+
+    def only(self, keys: list[dict[str, Any]]) -> Part:
+        """The same table part restricted to the rows with these primary keys."""
+        ...
+
+    def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """Inside the transaction: set ``values`` on the one row whose primary key is
+        ``key`` (JSON columns given as text); raises ``RuntimeError`` unless one row."""
         ...
 
 

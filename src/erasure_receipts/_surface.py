@@ -24,6 +24,7 @@ from ._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
 from ._engine.seams import Database, ResidueScan
 from ._ops import history as _history
 from ._ops import namespace as _namespace
+from ._ops import redact as _redact
 from ._ops import replay as _replay
 from ._ops import subject as _subject
 from ._ops.history import Progress, SweepResult
@@ -250,6 +251,7 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Erase every row of the thread (all tables, all namespaces) and its store items.
 
@@ -269,7 +271,8 @@ class ErasureMethods(_Configured):
         :class:`Authorization`) become the receipt's ``request``/``authorization``
         (RECEIPT_SPEC.md 9.6); an authorization for another scope or request id, or past
         its ``not_after`` by the saver's clock, is refused before anything is deleted
-        (``AuthorizationError``).
+        (``AuthorizationError``). ``targets`` (``erasure_receipts.targets``) are erased
+        with the thread, after the saver's (RECEIPT_SPEC.md 9.13).
         """
         erasure = self._eraser.request(
             thread_id,
@@ -278,6 +281,7 @@ class ErasureMethods(_Configured):
             allow_empty,
             request=request,
             authorization=authorization,
+            targets=targets,
         )
         self._eraser.preflight()
         self._eraser.db.prepare()
@@ -528,6 +532,7 @@ class ErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Erase every thread of one data subject and its store prefixes, in one
         transaction, into one receipt (kind ``subject``) with one unit per thread.
@@ -550,6 +555,8 @@ class ErasureMethods(_Configured):
         ``request``/``authorization`` as for ``erase_thread`` (RECEIPT_SPEC.md 9.6): the
         authorization names the subject, store namespaces, the explicit ``threads`` and
         the ``metadata_key`` (all must be the authorized ones), not the threads found.
+        ``targets`` as for ``erase_thread``; a ``key="subject"`` target is erased by the
+        subject's id (its own unit), a ``key="thread"`` one by each thread's.
         """
         spec = _subject.subject_spec(
             self._eraser,
@@ -563,7 +570,12 @@ class ErasureMethods(_Configured):
             tombstone,
             allow_empty,
         )
-        spec = replace(spec, context=request, authorization=authorization)
+        spec = replace(
+            spec,
+            context=request,
+            authorization=authorization,
+            targets=self._eraser.with_targets(targets),
+        )
         self._eraser.preflight()
         self._eraser.db.prepare()
         return _subject.erase_subject(self._eraser, spec, self._eraser.scan(residue_scan))
@@ -711,6 +723,42 @@ class ErasureMethods(_Configured):
         self._eraser.db.prepare()
         return _subject.purge(self._eraser, older_than)
 
+    def redact(
+        self,
+        thread_id: str,
+        needles: Iterable[str],
+        *,
+        replacement: str = _redact.DEFAULT_REPLACEMENT,
+        store_namespaces: Iterable[Sequence[str]] | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+        residue_scan: ResidueScan | None = None,
+    ) -> Receipt:
+        """Redact ``needles`` from the thread and keep its history: every stored row of
+        the thread (checkpoints, blobs, pending writes) and of ``store_namespaces`` (in
+        the saver's database) that holds a needle is decoded through the saver's serde,
+        the needle replaced by ``replacement`` in every string, and re-encoded - in one
+        transaction, with writers of the thread held off. Every checkpoint id stays:
+        ``get_state_history`` returns the same checkpoints, each loads and can be
+        resumed or forked. Receipt kind ``redaction`` (status ``redacted``): digests of
+        the rewritten rows before and after, salted commitments to the needles, and 0
+        occurrences afterwards (every stored form, and the decoded objects).
+
+        Raises ``ConfigurationError`` for no needles or one shorter than
+        ``MIN_NEEDLE_CHARS``, ``NothingToEraseError`` for a thread without rows,
+        ``NothingToRedactError`` when no row holds a needle, ``NeedlesFoundError`` (with
+        locations; nothing changed) when a needle is out of the serde's reach (a key
+        column, an encrypted or compressed value), ``ErasureIncompleteError`` if
+        anything fails."""
+        er = _redact.redaction_request(
+            self._eraser, thread_id, needles, replacement=replacement,
+            store_namespaces=store_namespaces, request=request, authorization=authorization,
+        )  # fmt: skip
+        self._eraser.preflight()
+        self._eraser.db.prepare()
+        serde = cast(Any, self).serde
+        return _redact.redact(self._eraser, er, serde, replacement, self._eraser.scan(residue_scan))
+
 
 class AsyncErasureMethods(_Configured):
     """The async twins of :class:`ErasureMethods`: the same flows on a worker thread."""
@@ -729,6 +777,7 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_thread`."""
         erasure = self._eraser.request(
@@ -738,6 +787,7 @@ class AsyncErasureMethods(_Configured):
             allow_empty,
             request=request,
             authorization=authorization,
+            targets=targets,
         )
         self._eraser.preflight()
         await self._adb.aprepare()
@@ -924,6 +974,7 @@ class AsyncErasureMethods(_Configured):
         residue_scan: ResidueScan | None = None,
         request: RequestContext | None = None,
         authorization: Authorization | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Receipt:
         """Async :meth:`ErasureMethods.erase_subject`."""
         spec = _subject.subject_spec(
@@ -938,7 +989,12 @@ class AsyncErasureMethods(_Configured):
             tombstone,
             allow_empty,
         )
-        spec = replace(spec, context=request, authorization=authorization)
+        spec = replace(
+            spec,
+            context=request,
+            authorization=authorization,
+            targets=self._eraser.with_targets(targets),
+        )
         self._eraser.preflight()
         await self._adb.aprepare()
         receipt = await self._adb.flow(
@@ -1067,3 +1123,28 @@ class AsyncErasureMethods(_Configured):
         """Async :meth:`ErasureMethods.purge_journal`."""
         await self._adb.aprepare()
         return await self._adb.flow(_subject.purge, self._eraser, older_than)
+
+    async def aredact(
+        self,
+        thread_id: str,
+        needles: Iterable[str],
+        *,
+        replacement: str = _redact.DEFAULT_REPLACEMENT,
+        store_namespaces: Iterable[Sequence[str]] | None = None,
+        request: RequestContext | None = None,
+        authorization: Authorization | None = None,
+        residue_scan: ResidueScan | None = None,
+    ) -> Receipt:
+        """Async :meth:`ErasureMethods.redact`."""
+        er = _redact.redaction_request(
+            self._eraser, thread_id, needles, replacement=replacement,
+            store_namespaces=store_namespaces, request=request, authorization=authorization,
+        )  # fmt: skip
+        self._eraser.preflight()
+        await self._adb.aprepare()
+        serde = cast(Any, self).serde
+        receipt = await self._adb.flow(
+            _redact.redact, self._eraser, er, serde, replacement, self._eraser.scan(residue_scan)
+        )
+        self._eraser.set_last(receipt)  # in this task's context (the flow ran in a copy)
+        return receipt

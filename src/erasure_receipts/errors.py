@@ -31,6 +31,7 @@ __all__ = [
     "NeedlesFoundError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
+    "NothingToRedactError",
     "ReceiptSemanticsError",
     "SignatureError",
     "ThreadErasedError",
@@ -274,3 +275,17 @@ class LogConflictError(LogError):
     """A different receipt with the same receipt id is already in the log."""
 
     reason = "log_conflict"
+
+
+class NothingToRedactError(NothingToEraseError):
+    """A redaction found none of its needles in the thread's rows (decoded through the
+    saver's serde): a needle of another thread, a typo. Nothing was changed."""
+
+    reason = "nothing_to_redact"
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(thread_id)
+        self.args = (
+            f"thread {thread_id!r} holds none of the needles (every row searched, decoded "
+            "through the saver's serde); nothing was changed",
+        )

@@ -83,6 +83,10 @@ FIELDS: tuple[str, ...] = (
     "key_name",
     "log_index",
     "source",
+    "targets",
+    "rows_targets",
+    "bytes_targets",
+    "checkpoints_kept",
     "request_received_at",
     "request_due_at",
 )
@@ -113,15 +117,20 @@ def index_record(
     id if unnamed; null without an authorization) and ``sla_seconds`` (``issued_at`` -
     ``received_at``, whole seconds; null without ``received_at``); all null without a
     request. The requester is never a column. ``replay_of``: the receipt a replay after
-    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``request_received_at`` and
-    ``request_due_at``: the request's ``received_at`` and ``due`` (null when the request
-    has none, or without a request)."""
+    a restore repeats (RECEIPT_SPEC.md 9.11), null otherwise. ``targets``: the names of
+    the erasure targets (RECEIPT_SPEC.md 9.13) joined by ``;`` (null without any), their
+    rows and bytes in ``rows_targets``/``bytes_targets`` (not in the checkpoints
+    group). ``checkpoints_kept``: the thread's checkpoints a ``redaction`` receipt kept
+    (all of them; null for the other kinds), while ``rows`` counts the rows it rewrote.
+    ``request_received_at`` and ``request_due_at``: the request's ``received_at`` and
+    ``due`` (null when the request has none, or without a request)."""
     st = v.statement
     p = st["predicate"]
     pre = p["pre_state"]
-    groups = {"checkpoints": [0, 0], "store": [0, 0]}
+    groups = {"checkpoints": [0, 0], "store": [0, 0], "targets": [0, 0]}
     for table, t in pre["tables"].items():
-        g = groups["store" if table in STORE_TABLES else "checkpoints"]
+        group = "store" if table in STORE_TABLES else "checkpoints"
+        g = groups["targets" if table.startswith("target:") else group]
         g[0] += t["rows"]
         g[1] += t["bytes"]
     scope = p["scope"]
@@ -145,7 +154,7 @@ def index_record(
         "subject_name": st["subject"][0]["name"],
         "pre_digest": pre["digest"]["sha256"],
         "rows": pre["leaves"],
-        "bytes": groups["checkpoints"][1] + groups["store"][1],
+        "bytes": groups["checkpoints"][1] + groups["store"][1] + groups["targets"][1],
         "rows_checkpoints": groups["checkpoints"][0],
         "bytes_checkpoints": groups["checkpoints"][1],
         "rows_store": groups["store"][0],
@@ -170,6 +179,10 @@ def index_record(
         "key_name": v.key_name,
         "log_index": log_index,
         "source": source,
+        "targets": ";".join(t["name"] for t in p.get("targets") or ()) or None,
+        "rows_targets": groups["targets"][0],
+        "bytes_targets": groups["targets"][1],
+        "checkpoints_kept": p["redaction"]["checkpoints_after"] if kind == "redaction" else None,
         "request_received_at": None if request is None else request["received_at"],
         "request_due_at": None if request is None else request["due"],
     }

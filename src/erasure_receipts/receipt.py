@@ -132,7 +132,7 @@ def is_name(v: str) -> bool:
     return ok
 
 
-_STATUSES = frozenset(("erased",))
+_STATUSES = frozenset(("erased", "redacted"))
 _CHECK_RESULTS = frozenset(("pass", "fail"))
 _RESIDUE_STATUSES = frozenset(("applied", "partial", "failed", "skipped", "not_applicable"))
 MAX_THREAD_ID = 4096
@@ -239,8 +239,9 @@ _K_PREDICATE = frozenset(
 )  # fmt: skip
 _K_PREDICATE_THREAD = _K_PREDICATE | {"kind"}
 _K_PREDICATE_OPT = frozenset(
-    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of")
-)
+    ("kind", "kept_state", "units", "needles", "request", "authorization", "replay_of",
+     "targets", "redaction")
+)  # fmt: skip
 _K_SCOPE = frozenset(("thread_id", "checkpoint_namespaces", "store_namespaces", "tombstone"))
 _K_SCOPE_HISTORY = _K_SCOPE | {"keep"}
 _K_SCOPE_SUBJECT = frozenset(
@@ -258,7 +259,9 @@ _K_KEPT = frozenset(("digest", "leaves", "tables", "checkpoints"))
 _K_KEPT_CP = frozenset(("checkpoint_ns", "checkpoint_id"))
 _K_UNIT = frozenset(("name", "digest", "leaves", "tables"))
 _K_NEEDLES = frozenset(("commitment", "salt", "values", "forms", "searched", "occurrences_after"))
-KINDS = ("thread", "history", "subject", "namespace")
+# -- kind "redaction" (RECEIPT_SPEC.md 9.12): values rewritten in a thread's rows --
+_K_REDACTION = frozenset(("checkpoints_before", "checkpoints_after", "replacement"))
+KINDS = ("thread", "history", "subject", "namespace", "redaction")
 """Receipt kinds (RECEIPT_SPEC.md section 9); a predicate without ``kind`` is ``thread``."""
 AUTH_KINDS = ("thread", "history", "subject")
 """Kinds an authorization (RECEIPT_SPEC.md 9.6) can name; ``namespace`` not (yet)."""
@@ -430,7 +433,7 @@ def _state(v: Any, path: str) -> dict[str, Any]:
 
 _SCOPE_KEYS = {
     "thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT,
-    "namespace": _K_SCOPE_NAMESPACE,
+    "namespace": _K_SCOPE_NAMESPACE, "redaction": _K_SCOPE,
 }  # fmt: skip
 
 
@@ -502,6 +505,19 @@ def _kind_members(p: dict[str, Any], kind: str) -> None:
         raise _fail("predicate.units", f"is required for subject receipts only ({kind})")
     if "needles" in p and kind == "thread":
         raise _fail("predicate.needles", "is not allowed in thread receipts")
+    if ("redaction" in p) != (kind == "redaction"):
+        raise _fail("predicate.redaction", f"is required for redaction receipts only ({kind})")
+    if kind == "redaction":
+        if "needles" not in p:
+            raise _fail("predicate.needles", "is required for redaction receipts")
+        r = _obj(p["redaction"], "predicate.redaction", _K_REDACTION)
+        _int(r["checkpoints_before"], "predicate.redaction.checkpoints_before")
+        _int(r["checkpoints_after"], "predicate.redaction.checkpoints_after")
+        _digest(r["replacement"], "predicate.redaction.replacement")
+        if p["scope"]["tombstone"] is not False:
+            raise _fail("predicate.scope.tombstone", "must be false in redaction receipts")
+        if "tombstone_policy" in p["scope"] or "store_tombstone" in p["scope"]:
+            raise _fail("predicate.scope", "a redaction tombstones nothing")
     if kind == "history":
         k = _obj(p["kept_state"], "predicate.kept_state", _K_KEPT)
         _state({x: k[x] for x in _K_PRE}, "predicate.kept_state")
@@ -588,6 +604,9 @@ def _validate(st: Any, full: bool) -> None:
         _str(v, "predicate.issued_at", is_time)
     if type(p["status"]) is not str or p["status"] not in _STATUSES:
         raise _fail("predicate.status", f"unknown status {p['status']!r}")
+    if (p["status"] == "redacted") != (kind == "redaction"):
+        want = "redacted" if kind == "redaction" else "erased"
+        raise _fail("predicate.status", f"must be {want!r} in {kind} receipts")
 
     _scope(p["scope"], kind, full)
     _kind_members(p, kind)
@@ -676,6 +695,42 @@ def _validate(st: Any, full: bool) -> None:
         validate_request_members(p)
     if "replay_of" in p:  # section 9.11: the erasure a replay after a restore repeats
         _str(p["replay_of"], "predicate.replay_of", is_uuid)
+    if "targets" in p:  # section 9.13: the application's own data erased with the scope
+        _targets(p["targets"])
+
+
+_K_TARGET = frozenset(("name", "type", "key", "method"))
+_K_TARGET_OPT = frozenset(("table", "key_column", "database", "after", "store", "metadata_key"))
+TARGET_TYPES = ("sql", "vectorstore", "function")
+"""``targets[].type`` (RECEIPT_SPEC.md 9.13)."""
+
+
+def _target_name(v: str) -> bool:
+    return len(v) <= 56 and is_name(v) and ":" not in v
+
+
+def _targets(targets: Any) -> None:
+    """The ``targets`` member (9.13): one entry per target, sorted by unique name."""
+    path = "predicate.targets"
+    names = []
+    for i, t in enumerate(_list(targets, path, 1)):
+        t = _obj(t, (path, i), _K_TARGET, _K_TARGET_OPT)
+        names.append(_str(t["name"], (path, i, "name"), _target_name))
+        if t["type"] not in TARGET_TYPES:
+            raise _fail((path, i, "type"), f"unknown target type {t['type']!r}")
+        if t["key"] not in ("thread", "subject"):
+            raise _fail((path, i, "key"), 'must be "thread" or "subject"')
+        if t["method"] not in ("atomic-transaction", "sweep"):
+            raise _fail((path, i, "method"), 'must be "atomic-transaction" or "sweep"')
+        if "after" in t and t["after"] != "threads_verified_gone":
+            raise _fail((path, i, "after"), 'must be "threads_verified_gone"')
+        for k in ("table", "key_column", "store", "metadata_key"):
+            if k in t:
+                _str(t[k], (path, i, k), max_len=256)
+        if "database" in t:
+            _str(t["database"], (path, i, "database"), max_len=4096)
+    if names != sorted(set(names)):
+        raise _fail(path, "must be sorted by unique name")
 
 
 def statement_is_valid(st: Any) -> bool:
@@ -986,7 +1041,7 @@ class Receipt:
 
     @property
     def status(self) -> str:
-        """``predicate.status``; "erased" is the only status v1 defines (unverified)."""
+        """``predicate.status``; "erased", or "redacted" for a redaction receipt (unverified)."""
         return str(self.predicate["status"])
 
     @property
@@ -1191,7 +1246,7 @@ def build_statement(
             **head,
             "receipt_id": receipt_id,
             "issued_at": issued_at,
-            "status": "erased",
+            "status": "redacted" if kind == "redaction" else "erased",
             "scope": dict(scope),
             "backend": dict(backend),
             "merkle": {"algorithm": "rfc9162-sha256", "leaf_encoding": "erasure-receipts-row-v1"},

@@ -180,6 +180,8 @@ def check_semantics(statement: dict[str, Any]) -> None:
         name = f"langgraph-thread-history:{scope['thread_id']}"
     elif kind == "namespace":  # 9.7
         name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
+    elif kind == "redaction":  # 9.12
+        name = f"langgraph-thread-redaction:{scope['thread_id']}"
     else:
         name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
@@ -222,6 +224,33 @@ def check_semantics(statement: dict[str, Any]) -> None:
             raise bad("a history receipt's thread lives on: scope.tombstone must be false")
         if needles is not None and needles["searched"] != "thread":
             raise bad('a history receipt\'s needles are searched in the thread ("thread")')
+    if kind == "redaction":
+        _check_redaction(p, bad)
+
+
+def _check_redaction(p: dict[str, Any], bad: Any) -> None:
+    """Kind ``redaction`` (RECEIPT_SPEC.md 9.12): the same rows before and after (each
+    table's row count unchanged), at least one, no needle left, every check passed and
+    every checkpoint kept."""
+    pre, post, r = p["pre_state"], p["post_state"], p["redaction"]
+    if p["needles"]["occurrences_after"]:
+        raise bad("status is redacted but a needle still occurs", "needles_remain")
+    if p["needles"]["searched"] != "thread":
+        raise bad('a redaction receipt\'s needles are searched in the thread ("thread")')
+    if not pre["leaves"]:
+        raise bad("a redaction receipt names no rewritten row")
+    changed = {k: (t["rows"], post["tables"][k]["rows"]) for k, t in pre["tables"].items()
+               if post["tables"][k]["rows"] != t["rows"]}  # fmt: skip
+    if changed:
+        raise bad(f"a redaction rewrites rows in place; row counts differ: {changed}")
+    failed = [c["name"] for c in p["checks"] if c["result"] != "pass"]
+    if failed:
+        raise bad(f"status is redacted but checks failed: {', '.join(failed)}", "check_failed")
+    if r["checkpoints_before"] != r["checkpoints_after"]:
+        raise bad(
+            f"a redaction keeps every checkpoint: {r['checkpoints_before']} before, "
+            f"{r['checkpoints_after']} after"
+        )
 
 
 TABLES = {
@@ -266,6 +295,9 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         if extra is not None:
             tables |= set(extra["tables"])
     methods, namespaces = p["methods"], p["scope"]["store_namespaces"]
+    if "targets" in p or any(t.startswith("target:") for t in tables | set(methods)):
+        # 9.13: each target is a table and a method group of its own, named in targets
+        tables, methods = _check_targets(p, tables, methods, mismatch)
     known = TABLES.get(p["backend"]["kind"])
     if known is not None and not tables <= known:
         unknown = ", ".join(sorted(tables - known))
@@ -307,6 +339,32 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         )
     if methods.get("store") == "sweep" and "store_vectors" in tables:
         raise mismatch("a swept store is measured as one table, store; not store_vectors")
+
+
+def _check_targets(
+    p: dict[str, Any], tables: set[str], methods: dict[str, Any], mismatch: Any
+) -> tuple[set[str], dict[str, Any]]:
+    """The targets (RECEIPT_SPEC.md 9.13) are exactly the ``target:`` tables and method
+    groups, each with its target's method; returns the tables and methods without them,
+    for the rules of the scope's own tables."""
+    targets = {f"target:{t['name']}": t for t in p.get("targets") or ()}
+    if targets and p.get("kind") not in ("thread", "subject"):
+        raise mismatch("only thread and subject receipts erase targets")
+    listed = {t for t in tables if t.startswith("target:")}
+    grouped = {m for m in methods if m.startswith("target:")}
+    if listed != set(targets) or grouped != set(targets):
+        raise mismatch(
+            f"targets {sorted(targets)} must be exactly the target tables {sorted(listed)} "
+            f"and method groups {sorted(grouped)}"
+        )
+    for name, t in targets.items():
+        if methods[name] != t["method"]:
+            raise mismatch(
+                f"methods[{name!r}] is {methods[name]!r}, its target says {t['method']!r}"
+            )
+        if t["key"] == "subject" and p.get("kind") != "subject":
+            raise mismatch(f"{name} is keyed by subject, in a {p.get('kind')} receipt")
+    return tables - listed, {k: v for k, v in methods.items() if k not in grouped}
 
 
 def check_residue(predicate: dict[str, Any]) -> None:
@@ -419,6 +477,7 @@ def _check_units(p: dict[str, Any], bad: Any) -> None:
     want = [f"thread:{t}" for t in scope["threads"]]
     if scope["store_namespaces"]:
         want.append("store")
+    want += [f"target:{t['name']}" for t in p.get("targets") or () if t["key"] == "subject"]
     if names != sorted(want):
         raise bad("units do not name exactly the scope's threads and store", "units_mismatch")
     tables: dict[str, list[int]] = {}

@@ -96,6 +96,7 @@ def test_one_module_per_command_group() -> None:
         "replay": "replay",
         "report": "report",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
+        "redact": "redact",
     }  # fmt: skip
     assert list(group.commands)[:3] == ["verify", "keygen", "show"]  # type: ignore[attr-defined]
     assert list(group.commands)[-2:] == ["trust", "log"]  # type: ignore[attr-defined]

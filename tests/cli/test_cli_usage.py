@@ -81,6 +81,7 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "show": [["r.json", "--json=no"]],
     "trust add": [["p.pem", "--name", "n", "--file", "t.json", "--role", "boss"]],
     "trust list": [["t.json", "--json=true"]],
+    "redact": [["db", "--key", "k", "--thread", "t", "--needles-file", "f", "--json=1"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -94,6 +95,8 @@ MISSING_OPTION = [
     ("log append", ["log", "r.json"], "'--key'"),
     ("keygen", [], "'--out'"),
     ("keygen-commitment", [], "'--out'"),
+    ("redact", ["db", "--key", "k", "--needles-file", "f"], "'--thread'"),
+    ("redact", ["db", "--key", "k", "--thread", "t"], "'--needles-file'"),
 ]  # fmt: skip
 
 
@@ -296,6 +299,12 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "retention": (["retention", X, "--idle", "1d", "--dry-run"], ALL),
     "retention --key": (["retention", "{db}", "--idle", "1d", "--key", X,
                          "--archive", "{dir}/archive"], ALL),
+    "redact": (["redact", X, "--thread", "t", "--needles-file", "{receipt}", "--key", "{key}"],
+               ALL),
+    "redact --key": (["redact", "{db}", "--thread", "t", "--needles-file", "{receipt}",
+                      "--key", X], ALL),
+    "redact --needles-file": (["redact", "{db}", "--thread", "t", "--needles-file", X,
+                               "--key", "{key}"], ALL),
     "report --key": (["report", "{receipt}", "--key", X, "--json"], ALL),
     "report --trust": (["report", "{receipt}", "--trust", X, "--json"], ALL),
 }  # fmt: skip

@@ -1085,6 +1085,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     cases.update(_rule_bad_cases())
     cases.update(_replay_bad_cases())
     cases.update(_namespace_bad_cases())
+    cases.update(_redaction_bad_cases())
     return cases
 
 
@@ -1199,6 +1200,90 @@ def _namespace_good_cases() -> dict[str, Callable[[], bytes]]:
 # -- end of kind "namespace" --------------------------------------------------------------
 
 
+# -- kind "redaction" (RECEIPT_SPEC.md 9.12): values rewritten, every checkpoint kept ---
+
+REDACTION_ID = "6d0a4e8c-3f5b-4c7d-8e9f-4a5b6c7d8e9f"
+REDACTION_THREAD = "alice-chat"
+
+
+def redaction_statement(**scope_over: Any) -> dict[str, Any]:
+    """``redact("alice-chat", NEEDLES)``: two checkpoints and one pending write held a
+    needle; the same rows after the rewrite, every checkpoint of the thread kept."""
+    t = REDACTION_THREAD
+
+    def rows(value: bytes) -> list[Row]:
+        return [
+            _cp_row(t, "", "1f0a8c3e-0001", 1),
+            _cp_row(t, "", "1f0a8c3e-0002", 2),
+            _write_row(t, "1f0a8c3e-0001", "task-a", 0, b"\xa5hello from " + value),
+        ]
+
+    tables = ("checkpoints", "writes")
+    pre = _measure(rows(b"alice@example.com"), tables)
+    post = _measure(rows(b"[redacted]"), tables)
+    scope = {"thread_id": t, "checkpoint_namespaces": "all", "store_namespaces": [],
+             "tombstone": False, **scope_over}  # fmt: skip
+    return build_statement(**{
+        **statement_kwargs(),
+        "receipt_id": REDACTION_ID, "thread_id": t, "store_namespaces": [], "tombstone": False,
+        "backend": _kind_backend(),
+        "pre_digest": pre["digest"]["sha256"], "pre_tables": pre["tables"],
+        "post_digest": post["digest"]["sha256"], "post_tables": post["tables"],
+        "methods": {"checkpoints": "atomic-transaction"},
+        "checks": [_check("decoded_needles_zero_in_transaction"), _check("checkpoints_kept"),
+                   _check("raw_needles_zero_after_commit"), _check("api_checkpoints_kept"),
+                   _check("api_needles_zero")],
+        "residue": copy.deepcopy(SQLITE_RESIDUE),
+        "kind": "redaction", "scope": scope,
+        "subject_name": f"langgraph-thread-redaction:{t}",
+        "extra": {
+            "needles": _needles(NEEDLE_SALT, "thread", salted=True),
+            "redaction": {
+                "checkpoints_before": 3, "checkpoints_after": 3,
+                "replacement": {"sha256": hashlib.sha256(b"[redacted]").hexdigest()},
+            },
+        },
+    })  # fmt: skip
+
+
+def _redaction_rows_dropped(p: dict[str, Any]) -> None:
+    p["post_state"]["tables"]["writes"] = {"rows": 0, "bytes": 0}
+    p["post_state"]["leaves"] -= 1
+
+
+def _redaction_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    R = redaction_statement
+    return {
+        "kind_redaction_status_erased": (_schema_rule(R, lambda p: p.update(status="erased")),
+            1, "schema", "redaction receipt whose status is erased"),
+        "kind_redaction_without_needles": (_schema_rule(R, lambda p: p.pop("needles")), 1,
+            "schema", "redaction receipt without its needles"),
+        "kind_redaction_tombstone": (lambda: _sign_raw(R(tombstone=True)), 1, "schema",
+            "redaction receipt that claims a tombstone"),
+        "kind_redaction_rows_dropped": (_kind_resigned(R, _redaction_rows_dropped), 1,
+            "inconsistent", "redaction receipt whose post-state lost a rewritten row"),
+        "kind_redaction_checkpoints_dropped": (_kind_resigned(R, lambda p: p["redaction"]
+            .update(checkpoints_after=2)), 1, "inconsistent",
+            "redaction receipt with fewer checkpoints after than before"),
+        "kind_redaction_needle_remains": (_kind_resigned(R, lambda p: p["needles"]
+            .update(occurrences_after=1)), 1, "needles_remain",
+            "redaction receipt that still finds a needle"),
+        "kind_redaction_subject_name_mismatch": (lambda: _signed(_renamed(R(),
+            "langgraph-thread-redaction:bob-chat")), 1, "subject_name_mismatch",
+            "redaction receipt whose subject names another thread"),
+        "kind_history_with_redaction_member": (_schema_rule(history_statement, lambda p: p
+            .update(redaction=R()["predicate"]["redaction"])), 1, "schema",
+            "history receipt carrying a redaction member"),
+    }  # fmt: skip
+
+
+def _redaction_good_cases() -> dict[str, Callable[[], bytes]]:
+    return {"redaction.json": lambda: _signed(redaction_statement())}
+
+
+# -- end of kind "redaction" --------------------------------------------------------------
+
+
 def good_cases() -> dict[str, Callable[[], bytes]]:
     return {
         "receipt.json": _good_bytes,
@@ -1217,6 +1302,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         ),
         "thread-replay.json": lambda: _signed(replay_statement()),
         **_namespace_good_cases(),
+        **_redaction_good_cases(),
     }
 
 

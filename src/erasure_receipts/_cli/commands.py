@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import erase, inspect, keys, log, replay, report, retention  # noqa: F401  (they register commands)
+from . import erase, inspect, keys, log, redact, replay, report, retention  # noqa: F401  (they register)
 from ._app import app
 
 __all__ = ["app"]
@@ -11,7 +11,7 @@ __all__ = ["app"]
 _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
-    "report_cmd",
+    "redact", "report_cmd",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

@@ -100,6 +100,32 @@ PrivacyMode = Annotated[
     str | None,
     typer.Option("--privacy", help="'commitments': no raw id, namespace or path in the receipt"),
 ]
+TargetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--target",
+        help="an application table of the same database erased with the scope, "
+        "TABLE:KEY_COLUMN[:thread|subject] (keyed by thread id, the default, or by the "
+        "subject); repeatable (RECEIPT_SPEC.md 9.13)",
+    ),
+]
+
+
+def _targets(values: list[str] | None) -> list[Any]:
+    """``--target TABLE:KEY_COLUMN[:thread|subject]`` as ``SqlTarget`` (exit 2 if bad)."""
+    from ..errors import ConfigurationError
+    from ..targets import SqlTarget
+
+    out = []
+    for v in values or ():
+        bits = v.split(":")
+        if len(bits) not in (2, 3) or not all(bits):
+            _die(f"bad --target {v!r}: use TABLE:KEY_COLUMN[:thread|subject]", EXIT_USAGE)
+        try:
+            out.append(SqlTarget(bits[0], bits[1], key=bits[2] if len(bits) == 3 else "thread"))
+        except ConfigurationError as exc:
+            _die(f"bad --target {v!r}: {exc.message}", EXIT_USAGE)
+    return out
 
 
 @app.command()
@@ -221,6 +247,7 @@ def erase(
     privacy: PrivacyMode = None,
     commitment_key: CommitmentKeyFile = None,
     namespace: NamespaceOpt = None,
+    target: TargetOpt = None,
     archive: Annotated[
         Path | None, typer.Option("--archive", help="directory to archive the receipt in")
     ] = None,
@@ -273,8 +300,9 @@ def erase(
         prefix = _namespace_only(
             namespace, thread=threads, subject=subject, store_ns=store_ns,
             metadata_key=metadata_key, privacy=privacy, commitment_key=commitment_key,
-            authorization=authorization,
+            authorization=authorization, target=target,
         )  # fmt: skip
+    targets = _targets(target)
     if needles_file is not None:
         if subject is None and prefix is None:
             _die("--needles-file needs --subject", EXIT_USAGE)
@@ -294,6 +322,8 @@ def erase(
         kwargs["allow_empty"] = True
     if residue_scan is not None:
         kwargs["residue_scan"] = residue_scan
+    if targets:
+        kwargs["targets"] = targets
     kwargs.update(context)
     with _open_saver(db, signer, archive, vacuum=vacuum_mode) as saver:
         if prefix is not None:

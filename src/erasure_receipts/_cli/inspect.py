@@ -78,8 +78,9 @@ def show(
         f"backend      {p['backend']['kind']} via {p['backend']['saver']}"
         f" (store: {p['backend']['store'] or 'none'})",
         f"pre digest   {pre['digest']['sha256']} ({pre['leaves']} rows"
-        + (" removed)" if kind == "history" else ")"),
-        f"post digest  {post['digest']['sha256']} ({post['leaves']} rows)",
+        + {"history": " removed)", "redaction": " before the rewrite)"}.get(kind, ")"),
+        f"post digest  {post['digest']['sha256']} ({post['leaves']} rows"
+        + (" after the rewrite)" if kind == "redaction" else ")"),
     ]
     for t, c in sorted(pre["tables"].items()):
         after = post["tables"].get(t, {}).get("rows", "?")  # unverified: may be inconsistent
@@ -97,6 +98,8 @@ def show(
         lines.append(f"request      {rq['id']!r} (basis {rq['basis']!r}){when}")
     if "replay_of" in p:  # RECEIPT_SPEC.md 9.11
         lines.append(f"replay of    {p['replay_of']} (the same scope erased again after a restore)")
+    for t in p.get("targets") or ():  # RECEIPT_SPEC.md 9.13
+        lines.append(f"target       {_target_text(t)}")
     if "authorization" in p:
         a = p["authorization"]
         keys = ", ".join(s["keyid"][:16] for s in a["signatures"])
@@ -105,6 +108,19 @@ def show(
     signers = ", ".join(s.keyid[:16] for s in r.signatures)
     lines.append(f"signed by    {signers}")
     typer.echo("\n".join(lines))
+
+
+def _target_text(t: dict[str, Any]) -> str:
+    """One erasure target as ``receipt show`` names it (RECEIPT_SPEC.md 9.13)."""
+    what = {
+        "sql": f"table {t.get('table')!r} by {t.get('key_column')!r}"
+        + (f" in {t['database']}" if "database" in t else " (same database)"),
+        "vectorstore": f"{t.get('store')} documents"
+        + (f" by metadata {t['metadata_key']!r}" if "metadata_key" in t else " by ids"),
+        "function": "items through the target protocol",
+    }.get(str(t["type"]), str(t["type"]))
+    after = ", only once the threads were verified gone" if "after" in t else ""
+    return f"target:{t['name']}: {what}, keyed by {t['key']}, {t['method']}{after}"
 
 
 def _show_scope(p: dict[str, Any]) -> list[str]:
@@ -128,6 +144,11 @@ def _show_scope(p: dict[str, Any]) -> list[str]:
         lines = [
             f"thread       {scope['thread_id']!r} (history: every checkpoint except the "
             f"{scope['keep']} of each namespace; the thread lives on)"
+        ]
+    elif kind == "redaction":  # RECEIPT_SPEC.md 9.12
+        lines = [
+            f"thread       {scope['thread_id']!r} (all checkpoint namespaces)",
+            "redaction    the rows holding a needle rewritten in place; every checkpoint kept",
         ]
     else:
         lines = [f"thread       {scope['thread_id']!r} (all checkpoint namespaces)"]
@@ -158,6 +179,12 @@ def _show_kind_members(p: dict[str, Any]) -> list[str]:
             lines.append(f"  {t:<14} {c['rows']:>8} rows {c['bytes']:>12} bytes kept")
         cps = ", ".join(f"{c['checkpoint_ns']!r}/{c['checkpoint_id']}" for c in k["checkpoints"])
         lines.append(f"kept cps     {cps or '(none)'}")
+    if "redaction" in p:  # RECEIPT_SPEC.md 9.12
+        r = p["redaction"]
+        lines.append(
+            f"checkpoints  {r['checkpoints_before']} before, {r['checkpoints_after']} after "
+            f"(replacement sha256 {r['replacement']['sha256'][:16]}...)"
+        )
     for u in p.get("units") or ():
         lines.append(f"unit         {u['name']!r}: {u['leaves']} rows, {u['digest']['sha256']}")
     if "needles" in p:

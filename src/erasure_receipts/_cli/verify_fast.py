@@ -169,7 +169,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace"}  # fmt: skip
+                "namespace": "store namespace", "redaction": "thread"}  # fmt: skip
 
 
 def _verify_file(
@@ -203,6 +203,8 @@ def _verify_file(
             res["kept_rows"] = p["kept_state"]["leaves"]
         if "replay_of" in p:
             res["replay_of"] = p["replay_of"]
+        if "targets" in p:  # RECEIPT_SPEC.md 9.13
+            res["targets"] = [{k: t[k] for k in ("name", "type", "method")} for t in p["targets"]]
         if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
@@ -227,6 +229,12 @@ def _ok_line(res: dict[str, Any]) -> str:
         f"methods {methods}; residue {residue}"
         + _request_text(res)
         + (f"; replay of {res['replay_of']}" if "replay_of" in res else "")
+        + (
+            "; targets "
+            + ", ".join(f"{t['name']} ({t['type']}, {t['method']})" for t in res["targets"])
+            if "targets" in res
+            else ""
+        )
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
         + "\n"
     )
@@ -239,6 +247,8 @@ def _what_erased(res: dict[str, Any]) -> str:
         return "attested as an EMPTY SCOPE (no rows existed, nothing was deleted)"
     n = res["rows"]
     kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
+    if res["kind"] == "redaction":  # RECEIPT_SPEC.md 9.12: rewritten, every checkpoint kept
+        kept = ", rewritten in place; every checkpoint kept"
     return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 

@@ -65,7 +65,54 @@ def request_to_journal(request: ErasureRequest) -> dict[str, Any]:
         "kept": [list(k) for k in request.kept],
         **({"removed": request.removed.to_json()} if request.removed is not None else {}),
         **({"replay_of": request.replay_of} if request.replay_of is not None else {}),
+        **({"targets": [_target_entry(t) for t in request.targets]} if request.targets else {}),
     }
+
+
+def _target_entry(target: Any) -> dict[str, Any]:
+    """What recovery needs of a target: its receipt entry (the saver's target of that
+    name is used again; a table target can also be rebuilt from it, a DSN without its
+    password)."""
+    from ..targets import describe
+
+    return describe(target)
+
+
+class JournaledTarget:
+    """A target recovery knows by its journal entry only (not a table): the saver's
+    target of the same name takes its place (``Eraser``), else recovery says so."""
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        self.entry = dict(entry)
+        self.name = str(entry["name"])
+        self.key = str(entry["key"])
+        self.after = entry.get("after")
+
+    def describe(self) -> dict[str, Any]:
+        """The journaled receipt entry."""
+        return dict(self.entry)
+
+    def items(self, key_value: str) -> Mapping[str, bytes]:
+        """Refused: the target itself is needed."""
+        raise ErasureIncompleteError(
+            f"this journal entry covers target {self.name!r} ({self.entry.get('type')}); "
+            "recover with a saver given the same targets="
+        )
+
+    def delete(self, key_value: str, item_keys: Any) -> None:
+        """Refused (see :meth:`items`)."""
+        self.items(key_value)
+
+
+def _target_from_journal(entry: Mapping[str, Any]) -> Any:
+    from ..targets import SqlTarget
+
+    if entry.get("type") == "sql":
+        return SqlTarget(
+            str(entry["table"]), str(entry["key_column"]), key=str(entry["key"]),
+            database=entry.get("database"), after=entry.get("after"), name=str(entry["name"]),
+        )  # fmt: skip
+    return JournaledTarget(entry)
 
 
 def _sealed_request(request: ErasureRequest, receipt_id: str) -> dict[str, Any]:
@@ -116,4 +163,5 @@ def request_from_journal(
         # Entries from before it was journaled: the rule over ``kept`` (as then).
         removed=Removed.from_json(entry["removed"]) if "removed" in entry else None,
         replay_of=str(entry["replay_of"]) if entry.get("replay_of") else None,
+        targets=tuple(_target_from_journal(t) for t in entry.get("targets", ())),
     )

@@ -35,8 +35,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .. import __version__
 from .. import _lease as lease
+from .._backends.targets import (
+    ItemsPart,
+    OtherDatabasePart,
+    check_sql_target,
+    find_sql_needles,
+    label,
+    sql_target_part,
+)
 from .._clock import format_time
-from .._parts import TableCount
+from .._parts import Part, TableCount
 from ..errors import (
     ArgumentTypeError,
     ConfigurationError,
@@ -48,6 +56,7 @@ from ..privacy import PREFIX, CommitmentKey
 from ..proof import LeafRecord, head_filter, leaf_records
 from ..receipt import TOMBSTONE_POLICIES, Receipt, time_key
 from ..signing import Signer
+from ..targets import SqlTarget, check_targets
 from .codec import redact_entry, request_from_journal
 from .measure import export_leaves, measure_rows
 from .needles import store_locations
@@ -55,6 +64,7 @@ from .protocol import GuardedBackend, _ScopeChanged, erase_rows, resume_rows
 from .readback import ApiCheck, api_checks
 from .seams import Database, Journal, Reader, ResidueScan
 from .statement import final_statement, sign_and_archive
+from .targets import applies, target_values
 from .types import ErasureBackend, ErasureRequest, RowsOutcome
 
 if TYPE_CHECKING:
@@ -277,6 +287,93 @@ class _SubjectBackend(GuardedBackend):
         return conceal(out, self._conceal, [self.inner.database])  # type: ignore[no-any-return]
 
 
+def _base(backend: Any) -> Any:
+    while hasattr(backend, "inner"):
+        backend = backend.inner
+    return backend
+
+
+def _handle(base: Any) -> Any:
+    return base.conn if base.kind == "sqlite" else base.session
+
+
+class TargetsBackend(GuardedBackend):
+    """A backend with its request's targets as parts: tables of the database in its
+    transaction, the rest measured there and swept after the commit."""
+
+    def __init__(self, inner: ErasureBackend, request: ErasureRequest) -> None:
+        super().__init__(inner, None)
+        base = _base(inner)
+        if request.privacy is not None:
+            raise ConfigurationError(
+                "targets= are not available in privacy mode (their names and databases "
+                "would be in the receipt in clear)"
+            )
+        if base.kind not in ("sqlite", "postgres"):
+            raise ConfigurationError(f"targets= need a SQLite or PostgreSQL saver, not {base.kind}")
+        self._kind = base.kind
+        self._handle = _handle(base)
+        self._request = request
+        self._targets = applies(request)
+        self._parts: list[Part] = []
+        for t in self._targets:
+            for value, unit in target_values(request, t):
+                part: Any
+                if isinstance(t, SqlTarget) and t.database is None:
+                    check_sql_target(self._kind, self._handle, t)
+                    part = sql_target_part(self._kind, self._handle, t, value, unit)
+                elif isinstance(t, SqlTarget):
+                    part = OtherDatabasePart(t, value, label(t), label(t), unit)
+                else:
+                    part = ItemsPart(t, value, label(t), label(t), unit)
+                part.after = getattr(t, "after", None)
+                self._parts.append(part)
+        self.prepare()
+
+    def parts(self) -> Sequence[Part]:
+        """The inner backend's parts, then the targets'."""
+        return [*self.inner.parts(), *self._parts]
+
+    def prepare(self) -> None:
+        """Before the transaction: other databases connected and their tables checked."""
+        for p in self._parts:
+            if isinstance(p, OtherDatabasePart):
+                try:
+                    p.open()
+                except ConfigurationError:
+                    raise
+                except Exception as exc:
+                    raise ConfigurationError(
+                        f"target {p.target.name!r}: {p.target.database} cannot be opened "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from None
+
+    def find_needles(
+        self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """The inner backend's search, then (``scope="database"``) every row of each
+        table target in the database outside the erased scope."""
+        out = list(self.inner.find_needles(forms, scope, threads))
+        if scope != "database":
+            return out
+        for t in self._targets:
+            if isinstance(t, SqlTarget) and t.database is None:
+                values = [v for v, _ in target_values(self._request, t)]
+                out += find_sql_needles(self._kind, self._handle, t, forms, values)
+            elif callable(getattr(t, "locate", None)):  # items outside the erased scope
+                erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
+                          for k in p.measured}  # fmt: skip
+                out += [{"table": label(t), "key": k, "via": "target"}
+                        for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
+        return out
+
+    def close(self) -> None:
+        """Connections of their own closed."""
+        for p in self._parts:
+            if isinstance(p, OtherDatabasePart):
+                p.close()
+
+
 class Eraser:
     """One saver's erasures: its configuration and every flow, over its seams."""
 
@@ -294,6 +391,7 @@ class Eraser:
         residue_scan: ResidueScan = False,
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
+        targets: Iterable[Any] | None = None,
     ) -> None:
         if not isinstance(signer, Signer):
             raise ArgumentTypeError("signer= must be an erasure_receipts.Signer")
@@ -322,6 +420,9 @@ class Eraser:
         self.residue_scan = residue_mode(residue_scan)
         self.refuse_erased_reads = bool(refuse_erased_reads)
         self.tombstone_policy = tombstone_policy
+        self.targets: tuple[Any, ...] = check_targets(targets)
+        """The saver's erasure targets (``targets=``), erased with every thread or
+        subject erasure (RECEIPT_SPEC.md 9.13)."""
         self.check_erasures: str | os.PathLike[str] | ReceiptLog | None = None
         """The startup guard's receipt archive or log (``check_erasures=``), or None."""
         self.guard_state: bool | str | None = None
@@ -370,10 +471,12 @@ class Eraser:
         *,
         request: Any = None,
         authorization: Any = None,
+        targets: Iterable[Any] | None = None,
     ) -> ErasureRequest:
         """The request of a thread-scoped operation. Its store scope, one rule for every
         entry point: ``store_namespaces`` if given (``[]``: no store), else (None) the
-        saver's ``namespaces_for(thread_id)`` - erased only with rows of the thread."""
+        saver's ``namespaces_for(thread_id)`` - erased only with rows of the thread.
+        Its targets: the saver's, then the call's ``targets``."""
         if isinstance(thread_id, int) and not isinstance(thread_id, bool):
             thread_id = str(thread_id)
         if not isinstance(thread_id, str) or not thread_id:
@@ -385,8 +488,22 @@ class Eraser:
         if namespaces and self.store is None:
             raise ConfigurationError("store_namespaces were given but the saver has no store=")
         er = ErasureRequest(thread_id, namespaces, bool(tombstone), bool(allow_empty),
-                            mapped_store=mapped and bool(namespaces))  # fmt: skip
+                            mapped_store=mapped and bool(namespaces),
+                            targets=self.with_targets(targets))  # fmt: skip
         return self.with_context(er, request, authorization)
+
+    def with_targets(self, targets: Iterable[Any] | None) -> tuple[Any, ...]:
+        """The saver's targets and a call's (names unique across both)."""
+        if targets is None:
+            return self.targets
+        return check_targets((*self.targets, *check_targets(targets)), "targets")
+
+    def resolve_targets(self, request: ErasureRequest) -> ErasureRequest:
+        """Recovery: each journaled target replaced by the saver's target of its name."""
+        if not request.targets:
+            return request
+        mine = {t.name: t for t in self.targets}
+        return replace(request, targets=tuple(mine.get(t.name, t) for t in request.targets))
 
     def with_context(self, er: ErasureRequest, request: Any, authorization: Any) -> ErasureRequest:
         """``er`` with the request context and authorization (RECEIPT_SPEC.md 9.6) as
@@ -433,6 +550,12 @@ class Eraser:
         """The database's backend for ``request``; a subject erasure's adds its scope
         re-check under the lock, the external store's needle search and (privacy mode)
         residue without paths."""
+        backend = self._backend(handle, request, residue_scan)
+        return TargetsBackend(backend, request) if applies(request) else backend
+
+    def _backend(
+        self, handle: Any, request: ErasureRequest, residue_scan: ResidueScan
+    ) -> ErasureBackend:
         backend: Any = self.db.backend(handle, request, residue_scan)
         if request.kind != "subject":
             return backend  # type: ignore[no-any-return]
@@ -502,7 +625,9 @@ class Eraser:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _resume(self, handle: Any, receipt_id: str, issued_at: str, entry: str) -> RowsOutcome:
-        request = request_from_journal(entry, receipt_id, self.commitment_keys)
+        request = self.resolve_targets(
+            request_from_journal(entry, receipt_id, self.commitment_keys)
+        )
         backend = self.backend(handle, request, self.residue_scan)
         outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
         _log_residue(outcome.residue)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from .._parts import Part, TableCount
+from .._parts import LeafSink, Part, TableCount
 from ..digest import EMPTY_ROOT, MerkleTree, leaf_hash, units_root
 from .types import ErasureBackend, Measurement
 
@@ -26,10 +26,26 @@ def _add(total: dict[str, TableCount], table: str, c: TableCount) -> None:
     t.bytes += c.bytes
 
 
+def _deferred(part: Part) -> bool:
+    """Measured in the transaction, swept after the commit (an erasure target in another
+    database, an item target): only measured here."""
+    return bool(getattr(part, "deferred", False))
+
+
 def _swept(part: Part) -> bool:
     """Deleted outside the transaction (a store swept through its API): not undone by a
     rollback."""
-    return part.method == "sweep"
+    return part.method == "sweep" and not _deferred(part)
+
+
+def _late(part: Part) -> bool:
+    """Erased once everything the transaction can undo is deleted and checked: a swept
+    store, and a dependent target (``after="threads_verified_gone"``)."""
+    return _swept(part) or (bool(getattr(part, "after", None)) and not _deferred(part))
+
+
+def _take(part: Part, sink: LeafSink) -> TableCount:
+    return part.measure(sink) if _deferred(part) else part.erase(sink)
 
 
 def measure_parts(
@@ -49,12 +65,12 @@ def measure_parts(
     trees built in table order, as always."""
     removed = sorted((p for p in parts if _role(p) != "kept"), key=lambda p: (_unit(p), p.table))
     kept = sorted((p for p in parts if _role(p) == "kept"), key=lambda p: p.table)
-    late = [p for p in removed if _swept(p)] if erase else []
+    late = [p for p in removed if _late(p)] if erase else []
     done: dict[int, tuple[list[bytes], TableCount]] = {}  # id(part) -> its hashes, counts
     if late:
-        for part in (p for p in removed if not _swept(p)):
+        for part in (p for p in removed if not _late(p)):
             hashes: list[bytes] = []
-            done[id(part)] = (hashes, part.erase(hashes.append))
+            done[id(part)] = (hashes, _take(part, hashes.append))
     by_unit: dict[str, list[Part]] = {}
     for p in removed:
         by_unit.setdefault(_unit(p), []).append(p)
@@ -70,7 +86,7 @@ def measure_parts(
                     for h in hashes:
                         tree.append_hash(h)
                 else:
-                    c = part.erase(tree.append_hash) if erase else part.measure(tree.append_hash)
+                    c = _take(part, tree.append_hash) if erase else part.measure(tree.append_hash)
                 unit_tables[part.table] = c
                 _add(tables, part.table, c)
             units.append((name, tree.root(), unit_tables))
@@ -82,14 +98,14 @@ def measure_parts(
         kept_tables[part.table] = part.measure(kept_tree.append_hash)
     if erase:
         for part in sorted(removed, key=lambda p: p.table, reverse=True):
-            if not _swept(part):
+            if not _late(part) and not _deferred(part):
                 part.finish()
         if settled is not None:
             counted: dict[str, TableCount] = {}
             if not late:
                 counted = {k: replace(c) for k, c in tables.items()}
             for part in removed if late else ():
-                if not _swept(part):
+                if not _late(part):
                     _add(counted, part.table, done[id(part)][1])
             settled(counted)
         for part in late:

@@ -33,9 +33,10 @@ from ..errors import (
     NothingToEraseError,
 )
 from .codec import _sealed_request, _withhold_paths, request_to_journal
-from .measure import _role, _safe_measure, _swept, measure_parts, measure_rows
+from .measure import _deferred, _late, _role, _safe_measure, measure_parts, measure_rows
 from .needles import _check_needles
 from .statement import _kept_checkpoints, _members, _self_check, preflight
+from .targets import dependent_note, kept_check, sweep_deferred
 from .types import Check, ErasureBackend, ErasureRequest, RowsOutcome
 
 __all__ = ["PASS_THROUGH", "GuardedBackend", "erase_rows", "resume_rows"]
@@ -179,6 +180,15 @@ def erase_rows(
         {"name": "raw_rows_zero_in_transaction", "result": "pass",
          "detail": f"{len(parts)} tables counted after delete, before commit"},
     ]  # fmt: skip
+    deferred = [p for p in parts if _deferred(p)]
+    if deferred:
+        checks[0]["detail"] = (
+            f"{len(parts) - len(deferred)} tables counted after delete, before commit; "
+            f"{len(deferred)} measured, to be swept after the commit"
+        )
+    kept_targets = kept_check(request)
+    if kept_targets is not None:
+        checks.append(kept_targets)
     try:
         with backend.transaction():
             # Identity and time are taken once the write lock is held, so receipts of
@@ -197,15 +207,15 @@ def erase_rows(
             def settled(deleted: dict[str, TableCount]) -> None:
                 # Every refusal the database rows can decide, before a store is swept.
                 nonlocal needles
-                if not any(_swept(p) for p in parts):
+                if not any(_late(p) for p in parts):
                     _nothing_check(backend, request, deleted)
                 _own_rows_check(backend, request, parts, deleted)
-                _left_check(p for p in parts if not _swept(p))
+                _left_check(p for p in parts if not _late(p) and not _deferred(p))
                 needles = _check_needles(backend, request)
 
             m = measure_parts(parts, erase=True, settled=settled)
             _nothing_check(backend, request, m.tables)
-            _left_check(p for p in parts if _swept(p))
+            _left_check(p for p in parts if _late(p))
             _check_needles(backend, request, outside=True)
             if request.tombstone:
                 backend.write_tombstone(receipt_id, issued_at)
@@ -242,9 +252,16 @@ def erase_rows(
     except NeedlesFoundError as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
         if swept:  # the rows rolled back, but a swept store cannot: say so
-            raise NeedlesFoundError(exc.locations, swept) from exc
+            again = NeedlesFoundError(exc.locations, swept)
+            again.args = (again.args[0] + dependent_note(request),)
+            raise again from exc
+        if exc.args:
+            exc.args = (str(exc.args[0]) + dependent_note(request), *exc.args[1:])
         raise
-    except PASS_THROUGH:
+    except PASS_THROUGH as exc:
+        note = dependent_note(request)
+        if note and exc.args and isinstance(exc.args[0], str):
+            exc.args = (exc.args[0] + note, *exc.args[1:])
         raise
     except Exception as exc:
         swept = {p.table: p.irreversible_deleted for p in parts if p.irreversible_deleted}
@@ -259,7 +276,8 @@ def erase_rows(
             else (f"{type(exc).__name__}: {exc}")
         )
         raise ErasureIncompleteError(
-            f"erasure of {request.label} aborted and rolled back: {what}{extra}",
+            f"erasure of {request.label} aborted and rolled back: {what}{extra}"
+            f"{dependent_note(request)}",
             remaining={k: v.rows for k, v in _safe_measure(backend).items() if v.rows},
         ) from exc
     try:
@@ -391,6 +409,8 @@ def _after_commit(
     scope = (entry.get("members") or {}).get("scope") or {}
     if at_recovery and "privacy" in scope:
         residue = _withhold_paths(residue, backend.database)
+    # The scope's own rows verified gone, the targets waiting for that are swept.
+    swept = sweep_deferred(backend, request.label)
     # Re-read the raw tables after commit: this *is* the post-state measurement.
     post_root, post_tables = measure_rows(backend)
     left = {t: c.rows for t, c in post_tables.items() if c.rows}
@@ -420,6 +440,7 @@ def _after_commit(
     ]  # fmt: skip
     if late is not None:
         checks.append(late)
+    checks += swept
     return RowsOutcome(
         request=request,
         backend=backend,

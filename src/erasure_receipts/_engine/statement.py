@@ -22,6 +22,7 @@ from ..errors import (
 from ..receipt import Receipt, build_statement, validate_statement
 from ..signing import Signer
 from .needles import NEEDLE_FORMS
+from .targets import target_members, target_units
 from .types import (
     RECEIPT_HEADROOM,
     ErasureBackend,
@@ -49,6 +50,7 @@ def _self_check(
     receipt_id: str,
     issued_at: str,
     checks: Sequence[Mapping[str, str]],
+    post: tuple[bytes, Mapping[str, TableCount]] | None = None,
 ) -> dict[str, Any]:
     """Inside the transaction, before anything commits: the statement this erasure will
     sign, built once, must pass the verifier's own rules (structure and semantics), or
@@ -57,12 +59,14 @@ def _self_check(
     residue) after the commit."""
     from ..verify import check_semantics
 
-    zero = {k: {"rows": 0, "bytes": 0} for k in tables}
+    post_root, post_tables = EMPTY_ROOT, {k: {"rows": 0, "bytes": 0} for k in tables}
+    if post is not None:  # a redaction: the same rows, rewritten
+        post_root, post_tables = post[0], {k: v.to_json() for k, v in post[1].items()}
     st = _statement(
         members, request=request, backend=backend, receipt_id=receipt_id,
         issued_at=issued_at, pre_digest=root.hex(),
         pre_tables={k: v.to_json() for k, v in tables.items()},
-        post_digest=EMPTY_ROOT.hex(), post_tables=zero, methods=methods,
+        post_digest=post_root.hex(), post_tables=post_tables, methods=methods,
         checks=checks, residue=[], generator_version=generator_version,
     )  # fmt: skip
     try:
@@ -114,13 +118,16 @@ def _members(
                  "store_namespaces": ns, "tombstone": request.tombstone}  # fmt: skip
         if request.kind == "history":
             scope["keep"] = request.keep
-        prefix = "langgraph-thread-history:" if request.kind == "history" else "langgraph-thread:"
-        name = prefix + tid
+        prefix = {
+            "history": "langgraph-thread-history:",
+            "redaction": "langgraph-thread-redaction:",
+        }.get(request.kind, "langgraph-thread:")
+        name = prefix + tid  # fmt: skip
     if request.privacy is not None:
         scope["privacy"] = {"mode": "hmac-sha256", "key_id": request.privacy.key_id}
     if request.tombstone and request.kind != "namespace":  # what the triggers enforce
         scope["tombstone_policy"] = backend.tombstone_policy
-    if request.kind != "namespace" and ns:  # 8.1: whether the prefixes are tombstoned
+    if request.kind not in ("namespace", "redaction") and ns:  # 8.1: prefixes tombstoned?
         scope["store_tombstone"] = request.tombstone and backend.store_tombstoned
     out: dict[str, Any] = {"kind": request.kind, "scope": scope, "subject_name": name}
     if request.privacy is not None:
@@ -131,6 +138,7 @@ def _members(
         missing = [f"thread:{t}" for t in request.threads if f"thread:{t}" not in present]
         if request.store_namespaces and "store" not in present:
             missing.append("store")  # e.g. the store's tables do not exist (yet): 0 rows
+        missing += [u for u in target_units(request) if u not in present]
         m = replace(m, units=[*m.units, *((u, EMPTY_ROOT, {}) for u in missing)])
         units = [
             {"name": rename.get(unit, unit), "digest": {"sha256": root.hex()},
@@ -154,6 +162,9 @@ def _members(
         out["authorization"] = request.authorization
     if request.replay_of is not None:
         out["replay_of"] = request.replay_of
+    targets = target_members(request)
+    if targets:  # 9.13
+        out["targets"] = targets
     return out
 
 
@@ -175,6 +186,7 @@ def preflight(
     ]
     if request.store_namespaces and request.kind == "subject":
         units.append(("store", EMPTY_ROOT, {}))
+    units += [(u, EMPTY_ROOT, {}) for u in target_units(request)]
     placeholder = {
         "commitment": "hmac-sha256", "salt": None, "values": ["0" * 64] * len(request.needles),
         "forms": list(NEEDLE_FORMS), "searched": request.needle_scope, "occurrences_after": 0,
@@ -184,6 +196,9 @@ def preflight(
         backend, request, Measurement(EMPTY_ROOT, {}, units), kept,
         placeholder if request.needles else None,
     )  # fmt: skip
+    if request.kind == "redaction":  # its counts are known in the transaction only
+        members["redaction"] = {"checkpoints_before": 0, "checkpoints_after": 0,
+                                "replacement": {"sha256": "0" * 64}}  # fmt: skip
     try:
         st = _statement(
             members,
@@ -211,7 +226,10 @@ def preflight(
         )
 
 
-_EXTRA = ("kept_state", "units", "needles", "request", "authorization", "replay_of")
+_EXTRA = (
+    "kept_state", "units", "needles", "request", "authorization", "replay_of", "targets",
+    "redaction",
+)  # fmt: skip
 
 
 def _statement(
@@ -271,7 +289,8 @@ def final_statement(
     checks = outcome.checks + [
         {"name": name, "result": "pass", "detail": detail} for name, _, detail in api_checks
     ]
-    if outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover - guarded above
+    redaction = outcome.request.kind == "redaction"  # the rows stay, rewritten
+    if not redaction and outcome.post_digest != EMPTY_ROOT.hex():  # pragma: no cover
         raise ErasureIncompleteError("post-state digest is not the empty root")
     post_tables = {k: v.to_json() for k, v in outcome.post_tables.items()}
     if outcome.draft is not None:  # built and checked in the transaction: complete it

@@ -164,6 +164,9 @@ class ErasureRequest:
     replay_of: str | None = None
     """A replay after a restore: the receipt id of the erasure this one repeats (the
     receipt's ``replay_of`` member, RECEIPT_SPEC.md 9.11)."""
+    targets: tuple[Any, ...] = ()
+    """Erasure targets (``erasure_receipts.targets``): the saver's and the call's; the
+    engine applies those of the request's kind (RECEIPT_SPEC.md 9.13)."""
 
     @property
     def all_threads(self) -> tuple[str, ...]:

@@ -171,6 +171,8 @@ class _Spec:
     authorization: Authorization | None = None
     replay_of: str | None = None
     """A replay after a restore: the receipt id it repeats (RECEIPT_SPEC.md 9.11)."""
+    targets: tuple[Any, ...] = ()
+    """Erasure targets: the saver's and the call's (RECEIPT_SPEC.md 9.13)."""
 
 
 def named_forms(needle: str) -> list[tuple[str, bytes]]:
@@ -292,7 +294,7 @@ def subject_spec(
         subject=subject_id, threads=explicit, metadata_key=metadata_key,
         store_namespaces=base.store_namespaces, needles=_strings(needles, "needles"),
         privacy=_commitment_key(privacy, commitment_key), tombstone=base.tombstone,
-        allow_empty=base.allow_empty,
+        allow_empty=base.allow_empty, targets=base.targets,
     )  # fmt: skip
 
 
@@ -320,7 +322,7 @@ def subject_request(er: Eraser, handle: Any, spec: _Spec) -> ErasureRequest:
         spec.subject, spec.store_namespaces, spec.tombstone, spec.allow_empty,
         kind="subject", threads=threads, subject=spec.subject,
         discovery=spec.metadata_key, needles=spec.needles, needle_scope="database",
-        privacy=spec.privacy, replay_of=spec.replay_of,
+        privacy=spec.privacy, replay_of=spec.replay_of, targets=spec.targets,
     )  # fmt: skip
 
 
@@ -461,7 +463,31 @@ def locate(er: Eraser, needles: Sequence[str]) -> list[Location]:
     if store is not None:
         for i, name, data in forms:
             found += [{**d, "needle": i, "form": name} for d in store_locations(store, [data])]
+    found += _target_locations(er, forms)
     return sorted((Location.from_found(d) for d in found), key=Location.sort_key)
+
+
+def _target_locations(er: Eraser, forms: list[tuple[int, str, bytes]]) -> list[dict[str, Any]]:
+    """The saver's targets searched too (RECEIPT_SPEC.md 9.13): tables of its database
+    by SQL, item targets that can be searched (``locate``) through their API."""
+    from .._backends.targets import find_sql_needles, handle_kind, label
+    from ..targets import SqlTarget
+
+    out: list[dict[str, Any]] = []
+    for t in er.targets:
+        if isinstance(t, SqlTarget) and t.database is None:
+
+            def run(handle: Any, t: SqlTarget = t) -> list[dict[str, Any]]:
+                kind = handle_kind(handle)
+                return [{**d, "needle": i, "form": name} for i, name, data in forms
+                        for d in find_sql_needles(kind, handle, t, [data], [])]  # fmt: skip
+
+            out += er.db.run(run)
+        elif callable(getattr(t, "locate", None)):
+            out += [{"table": label(t), "key": k, "column": "document", "via": "target",
+                     "needle": i, "form": name}
+                    for i, name, data in forms for k in t.locate([data])]  # fmt: skip
+    return out
 
 
 def purge(er: Eraser, older_than: timedelta | datetime) -> int:

@@ -298,6 +298,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -307,7 +308,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             _PgDatabase(self), pg_backend.JOURNAL, SaverReader(self),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
-            tombstone_policy=tombstone_policy,
+            tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
 
@@ -432,6 +433,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -442,7 +444,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
             db, pg_backend.JOURNAL, AsyncSaverReader(self, db.on_loop),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
-            tombstone_policy=tombstone_policy,
+            tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
 

@@ -312,6 +312,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -319,7 +320,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             _SqliteDatabase(self), sqlite_backend.JOURNAL, SaverReader(self),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
-            tombstone_policy=tombstone_policy,
+            tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
 
@@ -339,6 +340,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -347,7 +349,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
-                check_erasures=check_erasures,
+                check_erasures=check_erasures, targets=targets,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -439,6 +441,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -447,7 +450,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
             db, sqlite_backend.JOURNAL, AsyncSaverReader(self, db.on_loop),
             signer=signer, store=store, archive=archive, namespaces_for=namespaces_for,
             clock=clock, residue_scan=residue_scan, refuse_erased_reads=refuse_erased_reads,
-            tombstone_policy=tombstone_policy,
+            tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
         self._tombstones_ready = False
@@ -468,6 +471,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         refuse_erased_reads: bool = False,
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
+        targets: Sequence[Any] | None = None,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
@@ -475,7 +479,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 conn, signer=signer, serde=serde, store=store, archive=archive,
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
-                check_erasures=check_erasures,
+                check_erasures=check_erasures, targets=targets,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._clock import fresh_after
@@ -63,13 +63,27 @@ class PgTablePart:
     method: str = "atomic-transaction"
     irreversible_deleted: int = 0
     namespaces_seen: set[str] = field(default_factory=set)
+    source: str = ""
+    """The stored table's name when ``table`` (the receipt's name) differs: an
+    erasure target's ``target:<name>``."""
     _measured: int = 0
+
+    @property
+    def stored(self) -> str:
+        """The table's name in the database."""
+        return self.source or self.table
+
+    def _cursor(self, what: str) -> str:
+        """A server-side cursor's name for this table (an identifier, never quoted)."""
+        if self.source:
+            return f"{what}_target_{abs(hash(self.table)) % 10**12}"
+        return f"{what}_{self.table}"
 
     def _select(self, lock: bool) -> str:
         s = self.shape
         cols = ", ".join(wire_expression(c, t)[0] for c, t in zip(s.columns, s.types, strict=True))
         order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
-        sql = f'SELECT {cols} FROM "{self.table}" WHERE {self.where} ORDER BY {order}'
+        sql = f'SELECT {cols} FROM "{self.stored}" WHERE {self.where} ORDER BY {order}'
         return sql + (" FOR UPDATE" if lock else "")
 
     def _text_mask(self) -> int:
@@ -82,13 +96,13 @@ class PgTablePart:
 
     def _measure(self, sink: LeafSink, lock: bool) -> TableCount:
         s = self.shape
-        stored = RowLeafHasher(self.table, s.columns, s.pk).stored
+        stored = RowLeafHasher(self.stored, s.columns, s.pk).stored
         mask = self._text_mask()
         ns_idx = s.columns.index("checkpoint_ns") if "checkpoint_ns" in s.columns else None
         seen = self.namespaces_seen
         count = TableCount()
         rows = nbytes = 0
-        for row in stream(self.session, self._select(lock), self.params, f"m_{self.table}"):
+        for row in stream(self.session, self._select(lock), self.params, self._cursor("m")):
             leaf, size = stored(row, mask)
             sink(leaf)
             rows += 1
@@ -107,9 +121,9 @@ class PgTablePart:
     def leaves(self) -> Iterator[bytes]:
         """The leaf data of every row, in the order ``measure`` hashes them (legal hold)."""
         s = self.shape
-        data = RowLeafHasher(self.table, s.columns, s.pk).stored_data
+        data = RowLeafHasher(self.stored, s.columns, s.pk).stored_data
         mask = self._text_mask()
-        for row in stream(self.session, self._select(False), self.params, f"l_{self.table}"):
+        for row in stream(self.session, self._select(False), self.params, self._cursor("l")):
             yield data(row, mask)
 
     def erase(self, sink: LeafSink) -> TableCount:
@@ -124,7 +138,7 @@ class PgTablePart:
         from the number :meth:`erase` measured."""
         # Counted by the server (a pipeline-mode cursor has no rowcount until a sync).
         rows = self.session.query(
-            f'WITH d AS (DELETE FROM "{self.table}" WHERE {self.where} RETURNING 1) '
+            f'WITH d AS (DELETE FROM "{self.stored}" WHERE {self.where} RETURNING 1) '
             "SELECT count(*) FROM d",
             self.params,
         )
@@ -134,10 +148,55 @@ class PgTablePart:
                 f"{self.table}: measured {self._measured} rows but deleted {deleted}"
             )
 
+    def key_columns(self) -> list[str]:
+        """The primary-key columns."""
+        return list(self.shape.pk)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Redaction: every row of the scope as ``{column: value}`` in the order
+        :meth:`measure` hashes them (JSON columns as their text, ``bytea`` as bytes)."""
+        s = self.shape
+        cols = ", ".join(
+            f'"{c}"::text' if t in ("json", "jsonb") else f'"{c}"'
+            for c, t in zip(s.columns, s.types, strict=True)
+        )
+        order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
+        sql = f'SELECT {cols} FROM "{self.table}" WHERE {self.where} ORDER BY {order}'
+        for row in stream(self.session, sql, self.params, f"r_{self.table}"):
+            yield {
+                c: v.decode("utf-8") if isinstance(v, bytes) and t != "bytea" else v
+                for c, t, v in zip(s.columns, s.types, row, strict=True)
+            }
+
+    def only(self, keys: list[dict[str, Any]]) -> PgTablePart:
+        """This part restricted to the rows with ``keys`` (primary keys)."""
+        conds, params = [], list(self.params)
+        for key in keys:
+            conds.append("(" + " AND ".join(f'"{c}" = %s' for c in key) + ")")
+            params += list(key.values())
+        where = f"({self.where}) AND ({' OR '.join(conds) or 'false'})"
+        return replace(self, where=where, params=params, namespaces_seen=set())
+
+    def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """Redaction, inside the transaction: UPDATE one row by its primary key."""
+        types = dict(zip(self.shape.columns, self.shape.types, strict=True))
+        sets = ", ".join(
+            f'"{c}" = %s::{types[c]}' if types[c] in ("json", "jsonb") else f'"{c}" = %s'
+            for c in values
+        )
+        cond = " AND ".join(f'"{c}" = %s' for c in key)
+        rows = self.session.query(
+            f'WITH u AS (UPDATE "{self.table}" SET {sets} WHERE {self.where} AND {cond} '
+            "RETURNING 1) SELECT count(*) FROM u",
+            [*values.values(), *self.params, *key.values()],
+        )
+        if int(rows[0][0]) != 1:
+            raise RuntimeError(f"{self.table}: rewrote {rows[0][0]} rows for one key")
+
     def remaining(self) -> int:
         """Rows of the scope still in the table, by SQL."""
         rows = self.session.query(
-            f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', self.params
+            f'SELECT count(*) FROM "{self.stored}" WHERE {self.where}', self.params
         )
         return int(rows[0][0])
 

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..._clock import fresh_after
@@ -46,18 +46,26 @@ class SqlTablePart:
     """The receipt unit the rows belong to (``thread:<id>``, ``store``; "" = one tree)."""
     role: str = "removed"
     """``removed`` (measured and deleted) or ``kept`` (measured only: history receipts)."""
+    source: str = ""
+    """The stored table's name when ``table`` (the receipt's name) differs: an
+    erasure target's ``target:<name>``."""
     _columns: list[str] | None = None
     _pk: list[str] | None = None
     _measured: int = 0
     _last_bytes: int = 0
     _encoding: str = "utf-8"
 
+    @property
+    def stored(self) -> str:
+        """The table's name in the database."""
+        return self.source or self.table
+
     def _describe(self) -> tuple[list[str], list[str]] | None:
         if self._columns is None:
             # Names read as BLOBs: a connection's text_factory must not change them.
             info = self.conn.execute(
                 "SELECT CAST(name AS BLOB), pk FROM pragma_table_info(?) ORDER BY cid",
-                (self.table,),
+                (self.stored,),
             ).fetchall()
             if not info:
                 return None  # the table does not exist (e.g. store without vectors)
@@ -93,7 +101,7 @@ class SqlTablePart:
         ]
         order = ", ".join(_quote(c) for c in pk)
         sql = (
-            f"SELECT {values}, {', '.join(masks)} FROM {_quote(self.table)} "
+            f"SELECT {values}, {', '.join(masks)} FROM {_quote(self.stored)} "
             f"WHERE {self.where} ORDER BY {order}"
         )
         cur = self.conn.cursor()
@@ -121,7 +129,7 @@ class SqlTablePart:
         if desc is None:
             return count
         cols, pk = desc
-        leaf = RowLeafHasher(self.table, cols, pk).stored
+        leaf = RowLeafHasher(self.stored, cols, pk).stored
         ns_idx = cols.index("checkpoint_ns") if "checkpoint_ns" in cols else None
         utf8 = self._encoding == "utf-8"
         for row, mask in self._rows():
@@ -143,7 +151,7 @@ class SqlTablePart:
         desc = self._describe()
         if desc is None:
             return
-        leaf = RowLeafHasher(self.table, *desc).stored_data
+        leaf = RowLeafHasher(self.stored, *desc).stored_data
         for row, mask in self._rows():
             yield leaf(self._utf8(row, mask), mask)
 
@@ -157,18 +165,62 @@ class SqlTablePart:
         from the number :meth:`erase` measured."""
         if self._describe() is None:
             return
-        cur = self.conn.execute(f'DELETE FROM "{self.table}" WHERE {self.where}', list(self.params))
+        cur = self.conn.execute(
+            f"DELETE FROM {_quote(self.stored)} WHERE {self.where}", list(self.params)
+        )
         if cur.rowcount != self._measured:
             raise RuntimeError(
                 f"{self.table}: measured {self._measured} rows but deleted {cur.rowcount}"
             )
+
+    def key_columns(self) -> list[str]:
+        """The primary-key columns (none for a table that does not exist)."""
+        desc = self._describe()
+        return [] if desc is None else list(desc[1])
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Redaction: every row of the scope as ``{column: value}`` in primary-key order
+        (the order :meth:`measure` hashes them), values as stored (TEXT as ``str``)."""
+        desc = self._describe()
+        if desc is None:
+            return
+        cols, pk = desc
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        cur.execute(
+            f"SELECT {', '.join(_quote(c) for c in cols)} FROM {_quote(self.table)} "
+            f"WHERE {self.where} ORDER BY {', '.join(_quote(c) for c in pk)}",
+            list(self.params),
+        )
+        for row in cur:
+            yield dict(zip(cols, row, strict=True))
+
+    def only(self, keys: list[dict[str, Any]]) -> SqlTablePart:
+        """This part restricted to the rows with ``keys`` (primary keys)."""
+        conds, params = [], list(self.params)
+        for key in keys:
+            conds.append("(" + " AND ".join(f"{_quote(c)} = ?" for c in key) + ")")
+            params += list(key.values())
+        where = f"({self.where}) AND ({' OR '.join(conds) or '1 = 0'})"
+        return replace(self, where=where, params=params, namespaces_seen=set())
+
+    def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """Redaction, inside the transaction: UPDATE one row by its primary key."""
+        sets = ", ".join(f"{_quote(c)} = ?" for c in values)
+        cond = " AND ".join(f"{_quote(c)} = ?" for c in key)
+        cur = self.conn.execute(
+            f"UPDATE {_quote(self.table)} SET {sets} WHERE {self.where} AND {cond}",
+            [*values.values(), *self.params, *key.values()],
+        )
+        if cur.rowcount != 1:
+            raise RuntimeError(f"{self.table}: rewrote {cur.rowcount} rows for one key")
 
     def remaining(self) -> int:
         """Rows of the scope still in the table, by SQL (0 if the table does not exist)."""
         if self._describe() is None:
             return 0
         row = self.conn.execute(
-            f'SELECT count(*) FROM "{self.table}" WHERE {self.where}', list(self.params)
+            f"SELECT count(*) FROM {_quote(self.stored)} WHERE {self.where}", list(self.params)
         ).fetchone()
         return int(row[0])
 

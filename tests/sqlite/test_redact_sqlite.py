@@ -1,0 +1,246 @@
+"""redact / aredact on the SQLite savers, with real graphs: values removed from every
+stored row of a thread while every checkpoint stays.
+
+Assertions read raw rows through separate connections and recompute the rewritten
+rows' digests independently of what the saver reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from erasure_receipts import (
+    MIN_NEEDLE_CHARS,
+    AsyncAttestingSqliteSaver,
+    AttestingSqliteSaver,
+    ConfigurationError,
+    NeedlesFoundError,
+    NothingToEraseError,
+    NothingToRedactError,
+    Signer,
+    verify_receipt,
+)
+from erasure_receipts.digest import MerkleTree, encode_row, leaf_hash
+from scenario import columns, pk_columns
+from test_history_graphs import CARD, CHAT_TURNS, cfg, chat_graph, human
+
+T = "alice-chat"
+OTHER = "bob-chat"
+BOB_SECRET = "bob-only-secret-77"
+
+
+def rows_holding(db: Path, needle: str, thread: str | None = T) -> int:
+    """Rows (checkpoints, writes) whose raw bytes contain ``needle`` (of ``thread``)."""
+    with sqlite3.connect(db) as conn:
+        n = 0
+        for table in ("checkpoints", "writes"):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            cond = " OR ".join(f"instr(CAST({c} AS BLOB), ?) > 0" for c in cols)
+            where = f"({cond})" + (" AND thread_id = ?" if thread else "")
+            params = [*[needle.encode()] * len(cols), *([thread] if thread else [])]
+            n += conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]
+    return int(n)
+
+
+def checkpoint_ids(db: Path, thread: str = T) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return [
+            (ns, cid)
+            for ns, cid in conn.execute(
+                "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ? "
+                "ORDER BY checkpoint_ns, checkpoint_id",
+                (thread,),
+            )
+        ]
+
+
+def raw_rows(db: Path, thread: str) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(db) as conn:
+        return {
+            t: conn.execute(f"SELECT * FROM {t} WHERE thread_id = ? ORDER BY 1, 2, 3, 4", (thread,))
+            .fetchall()
+            for t in ("checkpoints", "writes")
+        }  # fmt: skip
+
+
+def leaf_map(db: Path, thread: str = T) -> dict[tuple[Any, ...], bytes]:
+    """``(table, *pk) -> leaf hash`` of every row of the thread, read raw (spec 4)."""
+    out: dict[tuple[Any, ...], bytes] = {}
+    with sqlite3.connect(db) as conn:
+        for table in ("checkpoints", "writes"):
+            cols, pk = columns(db, table), pk_columns(db, table)
+            for row in conn.execute(
+                f"SELECT * FROM {table} WHERE thread_id = ? ORDER BY {', '.join(pk)}", (thread,)
+            ):
+                pkv = [row[cols.index(c)] for c in pk]
+                out[(table, *pkv)] = leaf_hash(
+                    encode_row(table, pkv, list(zip(cols, row, strict=True)))
+                )
+    return out
+
+
+def tree_of(leaves: dict[tuple[Any, ...], bytes], keys: list[tuple[Any, ...]]) -> str:
+    t = MerkleTree()
+    for k in keys:
+        t.append_hash(leaves[k])
+    return t.root().hex()
+
+
+def chat(db: Path, signer: Signer, tmp_path: Path) -> None:
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=tmp_path / "r"
+    ) as saver:
+        g = chat_graph(saver)
+        for turn in CHAT_TURNS:
+            g.invoke(human(turn), cfg(T))
+        g.invoke(human(f"note {BOB_SECRET}"), cfg(OTHER))
+
+
+def test_redact_keeps_every_checkpoint_and_removes_every_copy(
+    tmp_path: Path, signer: Signer, pub_pem: Path
+) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    ids = checkpoint_ids(db)
+    assert rows_holding(db, CARD) > 5
+    other_before = raw_rows(db, OTHER)
+    before = leaf_map(db)
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=tmp_path / "r"
+    ) as saver:
+        g = chat_graph(saver)
+        history_before = [s.config["configurable"]["checkpoint_id"]
+                          for s in g.get_state_history(cfg(T))]  # fmt: skip
+        receipt = saver.redact(T, [CARD])
+        history = list(g.get_state_history(cfg(T)))
+        assert [s.config["configurable"]["checkpoint_id"] for s in history] == history_before
+        for s in history:
+            assert CARD not in repr(s.values)
+        # a fork from the oldest checkpoint runs
+        oldest = history[-1].config
+        g.update_state(oldest, {"messages": [HumanMessage(content="fork")]})
+        forked = g.invoke(None, g.get_state(cfg(T)).config)
+        assert CARD not in repr(forked)
+    assert checkpoint_ids(db)[: len(ids)] == ids
+    assert rows_holding(db, CARD, thread=None) == 0
+    assert rows_holding(db, "[redacted]") > 0
+    assert raw_rows(db, OTHER) == other_before  # other threads byte-identical
+    v = verify_receipt(receipt.to_json(), [signer.public_key])
+    p = receipt.predicate
+    assert p["kind"] == "redaction" and p["status"] == "redacted"
+    assert v.receipt_id == receipt.receipt_id
+    assert p["redaction"]["checkpoints_before"] == p["redaction"]["checkpoints_after"] == len(ids)
+    assert p["needles"]["occurrences_after"] == 0 and CARD not in receipt.to_json().decode()
+    # The digests name exactly the rewritten rows, before and after, recomputed here.
+    after = leaf_map(db)
+    changed = sorted(k for k in before if k in after and before[k] != after[k])
+    assert len(changed) == p["pre_state"]["leaves"] == p["post_state"]["leaves"]
+    assert tree_of(before, changed) == p["pre_state"]["digest"]["sha256"]
+    assert tree_of(after, changed) == p["post_state"]["digest"]["sha256"]
+    assert p["redaction"]["replacement"]["sha256"] == hashlib.sha256(b"[redacted]").hexdigest()
+
+
+async def test_aredact(tmp_path: Path, signer: Signer, pub_pem: Path) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    async with AsyncAttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        receipt = await saver.aredact(T, [CARD], replacement="***")
+        assert saver.last_receipt == receipt
+        g = chat_graph(saver)
+        states = [s async for s in g.aget_state_history(cfg(T))]
+        assert states and all(CARD not in repr(s.values) for s in states)
+        await g.ainvoke(human("still there?"), cfg(T))
+    assert rows_holding(db, CARD, thread=None) == 0
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_residue_scan(tmp_path: Path, signer: Signer, pub_pem: Path) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        receipt = saver.redact(T, [CARD], residue_scan=True)
+    scan = [r for r in receipt.predicate["residue"] if r["action"] == "residue_scan"]
+    assert scan and scan[0]["status"] == "applied"
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    assert CARD.encode() not in b"".join(
+        p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("chat.db")
+    )
+
+
+@pytest.mark.parametrize(
+    ("needles", "error", "reason"),
+    [
+        ([], ConfigurationError, "no_needles"),
+        (["", "\n"], ConfigurationError, "no_needles"),
+        (["x" * (MIN_NEEDLE_CHARS - 1)], ConfigurationError, "needle_too_short"),
+    ],
+)
+def test_bad_needles_change_nothing(
+    tmp_path: Path, signer: Signer, needles: list[str], error: type[Exception], reason: str
+) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    before = raw_rows(db, T)
+    with (
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver,
+        pytest.raises(error) as info,
+    ):
+        saver.redact(T, needles)
+    assert getattr(info.value, "reason", None) == reason
+    assert raw_rows(db, T) == before
+
+
+def test_missing_thread_and_needle_of_another_thread(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    before = {t: raw_rows(db, t) for t in (T, OTHER)}
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=tmp_path / "r2"
+    ) as saver:
+        with pytest.raises(NothingToEraseError, match="no stored rows") as info:
+            saver.redact("no-such-thread", [CARD])
+        assert not isinstance(info.value, NothingToRedactError)
+        with pytest.raises(NothingToRedactError, match="holds none of the needles"):
+            saver.redact(T, [BOB_SECRET])
+        with pytest.raises(ConfigurationError, match="replacement contains a needle"):
+            saver.redact(T, [CARD], replacement=f"<{CARD}>")
+        with pytest.raises(TypeError):
+            saver.redact(T, CARD)
+    assert {t: raw_rows(db, t) for t in (T, OTHER)} == before
+    assert not (tmp_path / "r2").exists() or not list((tmp_path / "r2").iterdir())
+
+
+def test_needle_in_a_key_column_refuses(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    before = raw_rows(db, T)
+    with (
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver,
+        pytest.raises(NeedlesFoundError, match="cannot rewrite") as info,
+    ):
+        saver.redact(T, ["alice", CARD])
+    assert any(loc.get("column") == "thread_id" for loc in info.value.locations)
+    assert raw_rows(db, T) == before
+
+
+def test_tampered_redaction_receipt_fails(tmp_path: Path, signer: Signer, pub_pem: Path) -> None:
+    import json
+
+    from erasure_receipts import VerificationError
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        receipt = saver.redact(T, [CARD])
+    doc = json.loads(receipt.to_json())
+    doc["statement"]["predicate"]["redaction"]["checkpoints_after"] -= 1
+    with pytest.raises(VerificationError):
+        verify_receipt(json.dumps(doc).encode(), [signer.public_key])
+    with pytest.raises(VerificationError):
+        verify_receipt(receipt.to_json(), [Signer.generate().public_key])

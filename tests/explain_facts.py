@@ -48,6 +48,13 @@ def check_facts(text: str, p: dict[str, Any]) -> None:
             assert f"{name} {rows} ({t['bytes']:,} byte" in text, name
     leaves = p["pre_state"]["leaves"]
     assert f"{leaves:,} row{'s' * (leaves != 1)} (" in text
+    if kind == "redaction":
+        r = p["redaction"]
+        assert "No row was deleted" in text and "What was redacted" in text
+        assert f"{r['checkpoints_before']} before, {r['checkpoints_after']} after" in text
+        assert r["replacement"]["sha256"] in text
+    for t in p.get("targets") or ():
+        assert repr(t["name"]) in text and f"keyed by {t['key']}" in text
     if kind == "history":
         kept = p["kept_state"]["leaves"]
         assert f"latest state of the thread ({kept:,} row{'s' * (kept != 1)}" in text

@@ -59,7 +59,7 @@ __all__ = [
 REPORT_TYPE = "erasure-receipts-report-v1"
 DEFAULT_MAX_ROWS = 200
 """Rows each table of the page lists (the summary always counts every receipt)."""
-KNOWN_KINDS = ("thread", "history", "subject", "namespace", "deferral")
+KNOWN_KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral")
 """Kinds the report has words for; any other kind is shown generically."""
 
 _KIND_WORDS = KIND_WORDS
@@ -223,7 +223,7 @@ class Report:
             self.privacy += 1
         if row["replay_of"]:
             self.replays += 1
-        if _is_erasure(row):
+        if row["status"] == "erased":  # not rows rewritten (redacted) or retained
             self.rows_erased += row["rows"] or 0
             self.bytes_erased += row["bytes"] or 0
         week = self.weeks.setdefault(_week(row["issued_at"]), {})
@@ -580,7 +580,7 @@ def _weekly_chart(rep: Report) -> str:
     bw = min((w - left - 8) / len(weeks), 60.0)
     parts = [
         f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" '
-        'aria-label="Erasures per week by kind">',
+        'aria-label="Receipts per week by kind">',
         f'<line x1="{left}" y1="{h - bottom}" x2="{w - 4}" y2="{h - bottom}" stroke="#a0aec0"/>',
         f'<text x="{left - 6}" y="14" text-anchor="end">{_n(top)}</text>',
         f'<text x="{left - 6}" y="{h - bottom}" text-anchor="end">0</text>',
@@ -761,7 +761,7 @@ def _summary_section(rep: Report) -> str:
 def _charts_section(rep: Report) -> str:
     return (
         '<section id="charts"><h2>Charts</h2><div class="charts">'
-        '<div class="chart"><h3>Erasures per week, by kind</h3>'
+        '<div class="chart"><h3>Receipts per week, by kind</h3>'
         f"{_weekly_chart(rep)}</div>"
         '<div class="chart"><h3>Time to erasure against the due date (receipts with a due '
         f"date)</h3>{_slack_chart(rep)}</div></div></section>"
@@ -822,7 +822,7 @@ def _scope_html(row: dict[str, Any]) -> str:
         threads = row.get("threads")
         extra = f" ({threads} thread{'s' * (threads != 1)})" if threads is not None else ""
         return f"subject {sid}{extra}"
-    if kind in ("thread", "history"):
+    if kind in ("thread", "history", "redaction"):
         return f"thread {sid}"
     if kind == "namespace":
         return f"namespace {sid}"
@@ -859,6 +859,13 @@ def _receipt_row(row: dict[str, Any]) -> str:
         if row.get("kept_leaves") is not None:
             kept = row["kept_leaves"]
             size += f"; {_n(kept)} row{'s' * (kept != 1)} kept"
+    if row["status"] == "redacted" and row.get("rows") is not None:
+        n = row["rows"]
+        size = f"{_n(n)} row{'s' * (n != 1)} rewritten, none deleted"
+        if row.get("checkpoints_kept") is not None:
+            size += f"; {_n(row['checkpoints_kept'])} checkpoints kept"
+    if row.get("targets"):
+        size += f"<br>with targets {escape(str(row['targets']))}"
     d = row.get("deferral")
     if d:
         size = f"retained until {_when(d.get('until'))}"

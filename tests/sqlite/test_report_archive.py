@@ -91,6 +91,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                        due=_t(now + timedelta(days=27))),
             ),
             "thread-plain": saver.erase_thread(CAROL),
+            "redaction": saver.redact(OTHERS[1], ["bob@example.com"]),
             "namespace": saver.erase_namespace(
                 ("memories", "carol", "prefs"),
                 request=RequestContext("DSR-0004", "user-deletion",
@@ -123,13 +124,13 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
     """The summary's counts from the receipt files themselves (no library code)."""
-    by_kind: Counter[str] = Counter()
+    by_kind: Counter[tuple[str, str]] = Counter()
     requests: dict[str, list[dict[str, Any]]] = {}
     for f in sorted(arch.glob("*.json")):
         if f.name in failed:
             continue
         p = json.loads(f.read_bytes())["statement"]["predicate"]
-        by_kind[p.get("kind", "thread")] += 1
+        by_kind[(p.get("kind", "thread"), p["status"])] += 1
         if "request" in p:
             requests.setdefault(p["request"]["id"], []).append(p)
     met = late = no_due = 0
@@ -142,7 +143,7 @@ def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
             met += 1
         else:
             late += 1
-    return {"by_kind": {k: {"erased": n} for k, n in sorted(by_kind.items())},
+    return {"by_kind": {k: {s: n} for (k, s), n in sorted(by_kind.items())},
             "requests": {"received": len(requests), "met": met, "late": late, "open": 0,
                          "no_due_date": no_due, "open_overdue": 0},
             "verified": sum(by_kind.values())}  # fmt: skip
@@ -157,15 +158,16 @@ def test_summary_equals_independent_counts(archive: dict[str, Any]) -> None:
     assert failed == {"tampered.json": "bad_signature", "untrusted.json": "untrusted_key"}
     want = independent_counts(archive["dir"], set(failed))
     assert summary["by_kind"] == want["by_kind"] == {
-        "history": {"erased": 1}, "namespace": {"erased": 1}, "subject": {"erased": 1},
-        "thread": {"erased": 2}}  # fmt: skip
+        "history": {"erased": 1}, "namespace": {"erased": 1}, "redaction": {"redacted": 1},
+        "subject": {"erased": 1}, "thread": {"erased": 2}}  # fmt: skip
     assert summary["requests"] == want["requests"]
     assert (want["requests"]["met"], want["requests"]["late"]) == (2, 1)
-    assert summary["receipts"] == {"total": 7, "verified": want["verified"], "failed": 2,
+    assert summary["receipts"] == {"total": 8, "verified": want["verified"], "failed": 2,
                                    "duplicates": 0}  # fmt: skip
     assert summary["privacy_mode"] == 1
     rows = sum(r.statement["predicate"]["pre_state"]["leaves"]
-               for r in archive["receipts"].values())  # fmt: skip
+               for r in archive["receipts"].values()
+               if r.statement["predicate"]["status"] == "erased")  # fmt: skip
     assert summary["rows_erased"] == rows
 
 

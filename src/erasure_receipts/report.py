@@ -68,8 +68,8 @@ _RESIDUE_WORDS = RESIDUE_WORDS
 _OUT_OF_SCOPE_WORDS = OUT_OF_SCOPE_WORDS
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
 _COLORS = {"thread": "#2b6cb0", "history": "#6b46c1", "subject": "#c05621",
-           "namespace": "#2f855a", "deferral": "#718096"}  # fmt: skip
-_OTHER_COLORS = ("#b83280", "#2c7a7b", "#975a16", "#4a5568")
+           "namespace": "#2f855a", "redaction": "#b83280", "deferral": "#718096"}  # fmt: skip
+_OTHER_COLORS = ("#2c7a7b", "#975a16", "#4a5568", "#9c4221")
 _SLACK_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("more than 30 days late", float("-inf"), -30 * 86400),
     ("8-30 days late", -30 * 86400, -7 * 86400),

@@ -37,6 +37,7 @@ KIND_WORDS = {
     "subject": "Data subject erased (all their threads)",
     "namespace": "Store namespace erased",
     "deferral": "Decision to retain (deferral)",
+    "redaction": "Values redacted in a thread (every checkpoint kept)",
 }
 """Each known kind in a few words (headings)."""
 
@@ -55,6 +56,13 @@ CHECK_WORDS = {
     "preflight": "the receipt could be issued before anything was deleted",
     "post_state_empty": "nothing of the scope was left afterwards",
     "integrity_check": "the database passed its integrity check",
+    "decoded_needles_zero_in_transaction": "no redacted value left in the decoded rows, "
+    "inside the rewriting transaction",
+    "checkpoints_kept": "as many checkpoints after the rewrite as before",
+    "raw_needles_zero_after_commit": "no redacted value left in the raw rows after the commit",
+    "api_checkpoints_kept": "LangGraph's list returns as many checkpoints as before",
+    "api_needles_zero": "LangGraph loads every checkpoint, and no redacted value is in it",
+    "target_swept_after_commit": "the application's own data (targets) removed after the commit",
 }
 """What each check the eraser records means."""
 
@@ -201,6 +209,22 @@ def _what(p: dict[str, Any]) -> list[str]:
             f"Every item of the long-term store at or below the namespace "
             f"{_ns(scope.get('namespace') or [])}: {_size(pre)}, in {_tables(pre)}."
         )
+    elif kind == "redaction":
+        r = p.get("redaction") if isinstance(p.get("redaction"), dict) else None
+        n = len((p.get("needles") or {}).get("values", ()))
+        out.append(
+            f"Values were REDACTED, not whole rows erased: in the conversation thread "
+            f"{_q(scope.get('thread_id'))}, {_plural(n, 'value')} (needles) were rewritten to "
+            f"a replacement text in {_size(pre)}, in {_tables(pre)}. No row was deleted."
+        )
+        if r is not None:
+            rep = (r.get("replacement") or {}).get("sha256")
+            out.append(
+                f"Every checkpoint was kept: {r.get('checkpoints_before')} before, "
+                f"{r.get('checkpoints_after')} after, so the conversation and its history "
+                "still work. The receipt holds only the SHA-256 of the replacement text"
+                + (f" ({rep})." if rep else ".")
+            )
     elif kind == "deferral":
         member = p.get("deferral")
         d: dict[str, Any] = member if isinstance(member, dict) else {}
@@ -226,6 +250,22 @@ def _what(p: dict[str, Any]) -> list[str]:
             f"This receipt is of the kind {_q(kind)}, which this explanation does not "
             f"describe in detail; it records the scope {_q(scope)} and the status "
             f"{_q(p.get('status'))}."
+        )
+    targets = p.get("targets")
+    if isinstance(targets, list) and targets:
+        described = []
+        for t in targets:
+            if not isinstance(t, dict):
+                continue
+            where = f" table {_q(t['table'])}" if t.get("table") else ""
+            when = " after the thread was verified gone" if t.get("after") else ""
+            described.append(
+                f"{_q(t.get('name'))} ({t.get('type')}{where}, keyed by {t.get('key')}, "
+                f"{t.get('method')}{when})"
+            )
+        out.append(
+            "The application's own data about it was erased with it (targets, counted as "
+            "the tables target:NAME above): " + ", ".join(described) + "."
         )
     if namespaces and kind != "namespace":
         out.append(
@@ -315,6 +355,11 @@ def _checks(v: VerifiedReceipt) -> list[str]:
             f"of the erased rows (a Merkle tree digest, SHA-256 {v.pre_digest}) agree with "
             "each other, "
             + ("the state afterwards is empty, " if empty_after else "")
+            + (
+                "the same rows were measured before and after the rewrite, "
+                if p.get("kind") == "redaction"
+                else ""
+            )
             + "and the disclosures it must make are there."
         ],
     ]
@@ -388,12 +433,14 @@ def explain(v: VerifiedReceipt, *, source: str | None = None) -> str:
     kind = p.get("kind", "thread")
     head = KIND_WORDS.get(kind, f"Receipt of the kind {_q(kind)}")
     where = f" ({source})" if source else ""
-    retained = kind == "deferral"
-    began = "The decision was signed at" if retained else "The erasure began at"
+    began = {"deferral": "The decision was signed at",
+             "redaction": "The redaction began at"}.get(kind, "The erasure began at")  # fmt: skip
+    title = {"deferral": "What is retained\n", "redaction": "What was redacted\n"}.get(
+        kind, "What was erased\n"
+    )
     sections = [
         f"VERIFIED{where}: {head}. Receipt {v.receipt_id}.",
-        ("What is retained\n" if retained else "What was erased\n")
-        + "\n".join(f"  {line}" for line in _what(p)),
+        title + "\n".join(f"  {line}" for line in _what(p)),
         f"When\n  {began} {_when(v.issued_at)} (issued_at {v.issued_at}); status: {v.status}.",
         "On whose request\n" + "\n".join(f"  {line}" for line in _request(v, v.issued_at)),
         "What was checked, and how\n" + "\n".join(f"  {line}" for line in _checks(v)),

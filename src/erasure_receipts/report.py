@@ -59,7 +59,7 @@ __all__ = [
 REPORT_TYPE = "erasure-receipts-report-v1"
 DEFAULT_MAX_ROWS = 200
 """Rows each table of the page lists (the summary always counts every receipt)."""
-KNOWN_KINDS = ("thread", "history", "subject", "namespace", "deferral")
+KNOWN_KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral")
 """Kinds the report has words for; any other kind is shown generically."""
 
 _KIND_WORDS = KIND_WORDS
@@ -68,8 +68,8 @@ _RESIDUE_WORDS = RESIDUE_WORDS
 _OUT_OF_SCOPE_WORDS = OUT_OF_SCOPE_WORDS
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
 _COLORS = {"thread": "#2b6cb0", "history": "#6b46c1", "subject": "#c05621",
-           "namespace": "#2f855a", "deferral": "#718096"}  # fmt: skip
-_OTHER_COLORS = ("#b83280", "#2c7a7b", "#975a16", "#4a5568")
+           "namespace": "#2f855a", "redaction": "#b83280", "deferral": "#718096"}  # fmt: skip
+_OTHER_COLORS = ("#2c7a7b", "#975a16", "#4a5568", "#9c4221")
 _SLACK_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("more than 30 days late", float("-inf"), -30 * 86400),
     ("8-30 days late", -30 * 86400, -7 * 86400),
@@ -223,7 +223,7 @@ class Report:
             self.privacy += 1
         if row["replay_of"]:
             self.replays += 1
-        if _is_erasure(row):
+        if row["status"] == "erased":  # not rows rewritten (redacted) or retained
             self.rows_erased += row["rows"] or 0
             self.bytes_erased += row["bytes"] or 0
         week = self.weeks.setdefault(_week(row["issued_at"]), {})
@@ -399,7 +399,9 @@ def _id_html(v: Any) -> str:
         return (
             f'<span class="commit" title="{escape(v)}">commitment {escape(v[12:24])}&hellip;</span>'
         )
-    return f"<code>{escape(str(v))}</code>"
+    text = str(v)
+    cls = ' class="nw"' if len(text) <= 40 else ""  # a short id on one line
+    return f"<code{cls}>{escape(text)}</code>"
 
 
 def kind_words(kind: str) -> str:
@@ -496,7 +498,7 @@ ul{margin:2px 0 0;padding-left:18px}
 td ul{font-size:12.5px;color:#4a5568}
 code{font:12.5px ui-monospace,Menlo,Consolas,monospace;overflow-wrap:break-word}
 code.rid,td.path code{word-break:break-all}
-time,td.when{white-space:nowrap}
+time,td.when,code.nw{white-space:nowrap}
 td details summary{color:inherit}
 td details ul{margin-top:4px}
 .commit{font:12.5px ui-monospace,Menlo,Consolas,monospace;color:#553c9a}
@@ -535,12 +537,12 @@ def _sha256_b64(text: str) -> str:
 
 def content_security_policy() -> str:
     """The page's policy: nothing from anywhere, except its own inline style sheet and
-    script (by hash) and ``data:`` images."""
+    script (by their SHA-256)."""
     return (
         "default-src 'none'; "
         f"style-src 'sha256-{_sha256_b64(_CSS)}'; "
         f"script-src 'sha256-{_sha256_b64(_SCRIPT)}'; "
-        "img-src data:; base-uri 'none'; form-action 'none'"
+        "base-uri 'none'; form-action 'none'"
     )
 
 
@@ -578,7 +580,7 @@ def _weekly_chart(rep: Report) -> str:
     bw = min((w - left - 8) / len(weeks), 60.0)
     parts = [
         f'<svg viewBox="0 0 {w} {h}" width="100%" role="img" '
-        'aria-label="Erasures per week by kind">',
+        'aria-label="Receipts per week by kind">',
         f'<line x1="{left}" y1="{h - bottom}" x2="{w - 4}" y2="{h - bottom}" stroke="#a0aec0"/>',
         f'<text x="{left - 6}" y="14" text-anchor="end">{_n(top)}</text>',
         f'<text x="{left - 6}" y="{h - bottom}" text-anchor="end">0</text>',
@@ -759,7 +761,7 @@ def _summary_section(rep: Report) -> str:
 def _charts_section(rep: Report) -> str:
     return (
         '<section id="charts"><h2>Charts</h2><div class="charts">'
-        '<div class="chart"><h3>Erasures per week, by kind</h3>'
+        '<div class="chart"><h3>Receipts per week, by kind</h3>'
         f"{_weekly_chart(rep)}</div>"
         '<div class="chart"><h3>Time to erasure against the due date (receipts with a due '
         f"date)</h3>{_slack_chart(rep)}</div></div></section>"
@@ -820,7 +822,7 @@ def _scope_html(row: dict[str, Any]) -> str:
         threads = row.get("threads")
         extra = f" ({threads} thread{'s' * (threads != 1)})" if threads is not None else ""
         return f"subject {sid}{extra}"
-    if kind in ("thread", "history"):
+    if kind in ("thread", "history", "redaction"):
         return f"thread {sid}"
     if kind == "namespace":
         return f"namespace {sid}"
@@ -857,6 +859,13 @@ def _receipt_row(row: dict[str, Any]) -> str:
         if row.get("kept_leaves") is not None:
             kept = row["kept_leaves"]
             size += f"; {_n(kept)} row{'s' * (kept != 1)} kept"
+    if row["status"] == "redacted" and row.get("rows") is not None:
+        n = row["rows"]
+        size = f"{_n(n)} row{'s' * (n != 1)} rewritten, none deleted"
+        if row.get("checkpoints_kept") is not None:
+            size += f"; {_n(row['checkpoints_kept'])} checkpoints kept"
+    if row.get("targets"):
+        size += f"<br>with targets {escape(str(row['targets']))}"
     d = row.get("deferral")
     if d:
         size = f"retained until {_when(d.get('until'))}"

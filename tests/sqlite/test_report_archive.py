@@ -37,6 +37,7 @@ from langgraph.store.sqlite import SqliteStore
 
 from erasure_receipts import AttestingSqliteSaver, RequestContext, Signer
 from erasure_receipts.privacy import CommitmentKey
+from explain_facts import check_facts, predicate
 from test_subject import EMAIL, NAMESPACES, OTHERS, SUBJECT, SUPPORT, THREADS, build, cfg, populate
 
 TRUSTED = Signer.from_seed(bytes(range(32)))
@@ -90,6 +91,13 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                        due=_t(now + timedelta(days=27))),
             ),
             "thread-plain": saver.erase_thread(CAROL),
+            "redaction": saver.redact(OTHERS[1], ["bob@example.com"]),
+            "namespace": saver.erase_namespace(
+                ("memories", "carol", "prefs"),
+                request=RequestContext("DSR-0004", "user-deletion",
+                                       received_at=_t(now - timedelta(hours=2)),
+                                       due=_t(now + timedelta(days=1))),
+            ),
         }  # fmt: skip
     for name, r in receipts.items():
         (arch / f"{name}.json").write_bytes(r.to_json())
@@ -116,13 +124,13 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
     """The summary's counts from the receipt files themselves (no library code)."""
-    by_kind: Counter[str] = Counter()
+    by_kind: Counter[tuple[str, str]] = Counter()
     requests: dict[str, list[dict[str, Any]]] = {}
     for f in sorted(arch.glob("*.json")):
         if f.name in failed:
             continue
         p = json.loads(f.read_bytes())["statement"]["predicate"]
-        by_kind[p.get("kind", "thread")] += 1
+        by_kind[(p.get("kind", "thread"), p["status"])] += 1
         if "request" in p:
             requests.setdefault(p["request"]["id"], []).append(p)
     met = late = no_due = 0
@@ -135,7 +143,7 @@ def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
             met += 1
         else:
             late += 1
-    return {"by_kind": {k: {"erased": n} for k, n in sorted(by_kind.items())},
+    return {"by_kind": {k: {s: n} for (k, s), n in sorted(by_kind.items())},
             "requests": {"received": len(requests), "met": met, "late": late, "open": 0,
                          "no_due_date": no_due, "open_overdue": 0},
             "verified": sum(by_kind.values())}  # fmt: skip
@@ -150,14 +158,16 @@ def test_summary_equals_independent_counts(archive: dict[str, Any]) -> None:
     assert failed == {"tampered.json": "bad_signature", "untrusted.json": "untrusted_key"}
     want = independent_counts(archive["dir"], set(failed))
     assert summary["by_kind"] == want["by_kind"] == {
-        "history": {"erased": 1}, "subject": {"erased": 1}, "thread": {"erased": 2}}  # fmt: skip
+        "history": {"erased": 1}, "namespace": {"erased": 1}, "redaction": {"redacted": 1},
+        "subject": {"erased": 1}, "thread": {"erased": 2}}  # fmt: skip
     assert summary["requests"] == want["requests"]
-    assert (want["requests"]["met"], want["requests"]["late"]) == (1, 1)
-    assert summary["receipts"] == {"total": 6, "verified": want["verified"], "failed": 2,
+    assert (want["requests"]["met"], want["requests"]["late"]) == (2, 1)
+    assert summary["receipts"] == {"total": 8, "verified": want["verified"], "failed": 2,
                                    "duplicates": 0}  # fmt: skip
     assert summary["privacy_mode"] == 1
     rows = sum(r.statement["predicate"]["pre_state"]["leaves"]
-               for r in archive["receipts"].values())  # fmt: skip
+               for r in archive["receipts"].values()
+               if r.statement["predicate"]["status"] == "erased")  # fmt: skip
     assert summary["rows_erased"] == rows
 
 
@@ -167,7 +177,7 @@ def test_page_names_verified_requests_failures_and_only_commitments(
     html = archive["out"].read_text("utf-8")
     for r in archive["receipts"].values():
         assert r.receipt_id in html
-    for rid in ("DSR-0001", "DSR-0002", "DSR-0003"):
+    for rid in ("DSR-0001", "DSR-0002", "DSR-0003", "DSR-0004"):
         assert rid in html
     assert "DSR-0666" not in html  # the untrusted receipt's content is not shown
     assert archive["forged"].receipt_id not in html
@@ -178,6 +188,26 @@ def test_page_names_verified_requests_failures_and_only_commitments(
         assert raw not in html, raw
     assert private["scope"]["subject"] in html  # the commitment, in the machine values
     assert OTHERS[0] in html and CAROL in html  # not privacy mode: named in clear
+
+
+def test_explain_states_the_facts_of_every_real_receipt(archive: dict[str, Any]) -> None:
+    """``receipt verify --explain`` on each real receipt: the facts it states are the
+    receipt's; the late request is called late; the failed ones are NOT VERIFIED."""
+    pub = archive["out"].parent / "trusted.pub.pem"
+    for f in sorted(archive["dir"].glob("*.json")):
+        res = subprocess.run([*CLI, "verify", "--explain", str(f), "--key", str(pub)],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        if f.name in ("tampered.json", "untrusted.json"):
+            assert res.returncode == 1 and res.stdout.startswith("NOT VERIFIED"), res.stdout
+            assert "DSR-0666" not in res.stdout
+            continue
+        assert res.returncode == 0, res.stdout + res.stderr
+        check_facts(res.stdout, predicate(f))
+        if f.name == "thread-late.json":
+            assert ": LATE, by 10 days" in res.stdout
+        if f.name == "subject-private.json":
+            assert EMAIL not in res.stdout and SUBJECT + "'" not in res.stdout
+            assert "The requester is recorded only as a commitment" in res.stdout
 
 
 # -- a real browser ------------------------------------------------------------------------
@@ -295,6 +325,8 @@ def test_browser_renders_the_page_offline(archive: dict[str, Any], tmp_path: Pat
         line = rows[y]
         for x in range(0, width, 4):
             colours[line[x * bpp : x * bpp + 3]] += 1
+    # the inline style sheet applied (the CSP allowed it): the header's navy at the top
+    assert rows[10][10 * bpp : 10 * bpp + 3] == bytes((0x1A, 0x36, 0x5D))
     top, n = colours.most_common(1)[0]
     assert len(colours) > 50, len(colours)  # text, charts, colours: not one flat fill
     assert n / sum(colours.values()) < 0.9, top

@@ -94,6 +94,7 @@ def _report(archive: Path, **kw: Any) -> Report:
 
 
 def test_summary_counts_and_schema(archive: Path) -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
     rep = _report(archive)
     s = rep.summary()
     VALIDATOR.validate(s)
@@ -229,7 +230,7 @@ def test_request_outcomes_and_deferrals() -> None:
     html = render_html(rep)
     assert 'retained until <time datetime="2027-06-01T00:00:00Z"' in html
     assert "Decision to retain" in html
-    assert f"carries out deferral <code>{rid(4)}</code>" in html
+    assert f'carries out deferral <code class="nw">{rid(4)}</code>' in html
 
 
 @pytest.mark.parametrize("kind", ["redaction", "shred", "deferral", "x<script>"])
@@ -314,3 +315,32 @@ def test_the_same_receipt_twice_counts_once(tmp_path: Path) -> None:
     VALIDATOR.validate(s)
     assert s["receipts"] == {"total": 6, "verified": 3, "failed": 0, "duplicates": 3}
     assert s["by_kind"] == {"thread": {"erased": 3}}
+
+
+def test_hostile_ids_are_text(tmp_path: Path) -> None:
+    """Thread ids, request ids and bases are anyone's text: the page shows them as text,
+    never as markup (one script element, no event handler, no other element injected)."""
+    evil = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+    st = make_statement(receipt_id=rid(1), thread_id="t" + evil)
+    st["predicate"]["request"] = {"id": "R" + evil[:200], "basis": "b" + evil, "requester": None,
+                                  "received_at": None, "due": None}  # fmt: skip
+    d = tmp_path / "evil"
+    d.mkdir()
+    (d / "r.json").write_bytes(make_receipt(st).to_json())
+    rep = _report(d)
+    assert rep.verified == 1
+    html = render_html(rep)
+    assert html.count("<script") == 1 and "<img" not in html
+    from html.parser import HTMLParser
+
+    seen: list[tuple[str, list[str]]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            seen.append((tag, [a for a, _ in attrs]))
+
+    Tags().feed(html)
+    assert not [t for t, attrs in seen if t in ("img", "iframe", "object", "embed")]
+    assert not [(t, a) for t, attrs in seen for a in attrs if a.startswith("on") or a == "src"]
+    assert [t for t, _ in seen].count("script") == 1
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -39,7 +39,7 @@ def test_every_kind_states_the_facts_of_its_receipt(
 
 def test_the_kinds_are_covered() -> None:
     kinds = {predicate(GOLDEN / "good" / n).get("kind", "thread") for n in GOOD}
-    assert kinds == {"thread", "history", "subject", "namespace", "redaction"}
+    assert kinds == {"thread", "history", "subject", "namespace", "redaction", "deferral"}
     assert any("privacy" in predicate(GOLDEN / "good" / n)["scope"] for n in GOOD)
     assert any("request" in predicate(GOLDEN / "good" / n) for n in GOOD)
 

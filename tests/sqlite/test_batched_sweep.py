@@ -315,3 +315,20 @@ def test_batched_sweep_killed_at_random_times_then_rerun(
     result = _rerun(db, archive, signer)
     assert result.ok
     assert_exactly_once(db, archive, signer)
+
+
+def test_cli_retention_batch(db: Path, signer: Signer, tmp_path: Path) -> None:
+    key, archive = tmp_path / "k.pem", tmp_path / "receipts"
+    key.write_bytes(signer.private_pem())
+    key.chmod(0o600)
+    base = [*CLI, "retention", str(db), "--key", str(key), "--archive", str(archive)]
+    usage = subprocess.run([*base, "--history", "30d", "--batch"], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert usage.returncode == 2 and "--batch applies to --idle" in usage.stderr
+    run = subprocess.run([*base, "--idle", "30d", "--batch", "--json"], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["idle"]["threads"] == len(IDLE)
+    assert doc["totals"]["receipts"] == len(list(archive.glob("*.json"))) < len(IDLE)
+    assert_exactly_once(db, archive, signer)

@@ -189,3 +189,37 @@ def test_sqlite_refuses_workers(tmp_path: Path, signer: Signer) -> None:
                           str(tmp_path / "r"), "--workers", "2"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 2 and "PostgreSQL" in run.stderr
+
+
+async def test_async_pooled_saver_batched_sweep(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async saver on a pool: claims held on a connection of their own, released
+    (closed) after each batch; two sweeps on the same pool at once."""
+    import asyncio
+
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    from erasure_receipts import AsyncAttestingPostgresSaver
+
+    build(pg_db, monkeypatch)
+    archive = tmp_path / "receipts"
+    kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    async with AsyncConnectionPool(pg_db, kwargs=kwargs, min_size=1, max_size=4,
+                                   open=False) as pool:  # fmt: skip
+        one = AsyncAttestingPostgresSaver(pool, signer=signer, archive=archive)
+        two = AsyncAttestingPostgresSaver(pool, signer=signer, archive=archive)
+        await one.setup()
+        a, b = await asyncio.gather(
+            one.aerase_idle_threads(timedelta(days=30), batch=10),
+            two.aerase_idle_threads(timedelta(days=30), batch=10),
+        )
+    assert a.ok and b.ok and a.threads + b.threads == len(IDLE)
+    assert_exactly_once(pg_db, archive, signer)
+    with connect(pg_db) as conn:  # no claim is left behind
+        (n,) = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+            (1162039637,),
+        ).fetchone()
+    assert n == 0

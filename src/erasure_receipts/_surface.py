@@ -485,6 +485,7 @@ class ErasureMethods(_Configured):
         tombstone: bool = True,
         request: RequestContext | None = None,
         progress: Progress | None = None,
+        batch: bool | int = False,
     ) -> SweepResult:
         """Retention: erase every thread whose latest checkpoint (any namespace) was made
         more than ``older_than`` ago (or before a ``datetime``), one ``erase_thread``
@@ -501,11 +502,19 @@ class ErasureMethods(_Configured):
         refuse later writes to an erased thread id (default, as ``erase_thread``).
         ``progress`` is called with a :class:`SweepEvent` per thread. Returns counts
         (:class:`SweepResult`); failures are counted there, not raised.
+
+        ``batch``: ``True`` (or a largest number of threads, up to 1000) erases the
+        threads in batches, one transaction and one ``subject`` receipt per batch whose
+        units bind each thread's rows (``receipt prove`` shows one thread is in it),
+        sized so the write lock is held about 100 ms; on PostgreSQL several sweepers
+        with ``batch`` split the threads between them (RECEIPT_SPEC.md 9.15). Default
+        ``False``: one ``thread`` receipt per thread.
         """
         self._prepare_sweep(dry_run)
         return _history.sweep(
-            self._eraser, "idle", older_than, limit, dry_run, tombstone, request, progress
-        )
+            self._eraser, "idle", older_than, limit, dry_run, tombstone, request, progress,
+            batch,
+        )  # fmt: skip
 
     def prune_histories(
         self,
@@ -988,6 +997,7 @@ class AsyncErasureMethods(_Configured):
         tombstone: bool = True,
         request: RequestContext | None = None,
         progress: Progress | None = None,
+        batch: bool | int = False,
     ) -> SweepResult:
         """Async :meth:`ErasureMethods.erase_idle_threads`."""
         await self._aprepare_sweep(dry_run)
@@ -1001,6 +1011,7 @@ class AsyncErasureMethods(_Configured):
             tombstone,
             request,
             progress,
+            batch,
         )
 
     async def aprune_histories(

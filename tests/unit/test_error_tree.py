@@ -67,6 +67,7 @@ def test_private_exception_classes_are_few_and_known() -> None:
         "erasure_receipts._ops.history._BecameActive",
         "erasure_receipts._backends.sqlite.residue._Unsettled",
         "erasure_receipts._cli.verify_fast._UsageError",
+        "erasure_receipts._ops.sweep_batch._BatchChanged",
     }
 
 

@@ -144,6 +144,25 @@ def retention(
     allow_insecure_key: AllowInsecureKey = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="--idle: erase the threads in batches, one transaction and one receipt "
+            "(kind subject, one unit per thread) per batch, sized to hold the write lock "
+            "about 100 ms",
+        ),
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=64,
+            help="PostgreSQL, --idle: this many sweeping processes that split the threads "
+            "through the database (implies --batch; --limit is per process)",
+        ),
+    ] = 1,
 ) -> None:
     """Retention: erase idle threads and/or the history of older threads, one signed
     receipt per thread into --archive.
@@ -164,9 +183,25 @@ def retention(
         if key is None or archive is None:
             _die("--key and --archive are required (except with --dry-run)", EXIT_USAGE)
         signer = _load_signer(key, password_env, allow_insecure_key)
+    if workers > 1:
+        from . import postgres as app_postgres
+
+        if not app_postgres.is_dsn(db):
+            _die("--workers needs a PostgreSQL DSN (SQLite has one writer at a time)",
+                 EXIT_USAGE)  # fmt: skip
+        if history is not None or dry_run:
+            _die("--workers sweeps --idle only, not --history or --dry-run", EXIT_USAGE)
+        batch = True
+    elif batch and idle is None:
+        _die("--batch applies to --idle", EXIT_USAGE)
     _probe_database(db)
     if archive is not None and not dry_run:
         _check_archive(archive)
+    if workers > 1:
+        assert key is not None and archive is not None and idle is not None
+        _workers(db, idle, key, archive, limit, vacuum, password_env, allow_insecure_key,
+                 workers, as_json)  # fmt: skip
+        return
     results: dict[str, Any] = {"idle": None, "history": None}
     with _open_saver(db, signer, None if dry_run else archive, read_only=dry_run,
                      vacuum=False if dry_run else vacuum_mode) as saver:  # fmt: skip
@@ -175,39 +210,125 @@ def retention(
                 continue
             bar = _SweepBar(f"retention --{mode} {idle if mode == 'idle' else history}",
                             saver.count_idle_threads(age), limit)  # fmt: skip
-            sweep = saver.erase_idle_threads if mode == "idle" else saver.prune_histories
             try:
-                results[mode] = sweep(age, limit=limit, dry_run=dry_run, progress=bar)
+                if mode == "idle":
+                    results[mode] = saver.erase_idle_threads(
+                        age, limit=limit, dry_run=dry_run, progress=bar, batch=batch
+                    )
+                else:
+                    results[mode] = saver.prune_histories(
+                        age, limit=limit, dry_run=dry_run, progress=bar
+                    )
             finally:
                 bar.close()
-    done = [r for r in results.values() if r is not None]
-    totals = {k: sum(getattr(r, k) for r in done) for k in ("threads", "rows", "bytes", "receipts")}
-    failed = sum(r.failed for r in done)
+    _report(results, dry_run, archive, as_json)
+
+
+def _report(results: dict[str, Any], dry_run: bool, archive: Path | None, as_json: bool) -> None:
+    """Print the sweeps' results (``SweepResult``, or their JSON); exit 1 on a failure."""
+
+    def get(r: Any, k: str) -> Any:
+        return r[k] if isinstance(r, dict) else getattr(r, k)
+
+    done = [r for m, r in results.items() if r is not None and m in ("idle", "history")]
+    totals = {k: sum(get(r, k) for r in done) for k in ("threads", "rows", "bytes", "receipts")}
+    failed = sum(get(r, "failed") for r in done)
     code = EXIT_INVALID if failed else 0
+
+    def as_doc(r: Any) -> Any:
+        return None if r is None else r if isinstance(r, dict) else r.to_json()
+
     if as_json:
         _emit_json({
             "ok": not failed, "exit_code": code, "dry_run": dry_run,
             "archive": None if archive is None or dry_run else str(archive),
-            "idle": None if results["idle"] is None else results["idle"].to_json(),
-            "history": None if results["history"] is None else results["history"].to_json(),
-            "totals": totals,
+            "idle": as_doc(results["idle"]), "history": as_doc(results["history"]),
+            "totals": totals, **({"workers": results["workers"]} if "workers" in results else {}),
         })  # fmt: skip
         raise typer.Exit(code)
     verb = {"idle": "erased", "history": "pruned"}
     for mode, r in results.items():
-        if r is None:
+        if r is None or mode not in verb:
             continue
+        doc = as_doc(r)
         what = f"would be {verb[mode]}" if dry_run else verb[mode]
-        skipped = ", ".join(f"{k} {v}" for k, v in sorted(r.skipped.items())) or "none"
-        ended = f", {r.deferrals} ended deferral(s) carried out" if r.deferrals else ""
-        typer.echo(f"{mode:<8} before {r.cutoff}: {r.threads} threads {what}{ended}, {r.rows} "
-                   f"rows, {r.bytes} bytes, {r.receipts} receipts ({r.recovered} recovered); "
-                   f"skipped: {skipped}")  # fmt: skip
-        for tid, msg in r.failures:
-            typer.echo(f"receipt: error: thread {_short(tid)}: {msg}", err=True)
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(doc["skipped"].items())) or "none"
+        n_ended = int(doc.get("deferrals") or 0)
+        ended = f", {n_ended} ended deferral(s) carried out" if n_ended else ""
+        typer.echo(f"{mode:<8} before {doc['cutoff']}: {doc['threads']} threads {what}{ended}, "
+                   f"{doc['rows']} rows, {doc['bytes']} bytes, {doc['receipts']} receipts "
+                   f"({doc['recovered']} recovered); skipped: {skipped}")  # fmt: skip
+        for f in doc["failures"]:
+            typer.echo(f"receipt: error: thread {_short(f['thread_id'])}: {f['error']}", err=True)
     where = "" if dry_run or archive is None else f" in {archive}"
     typer.echo(f"total    {totals['threads']} threads, {totals['rows']} rows, "
                f"{totals['bytes']} bytes, {totals['receipts']} receipts{where}")  # fmt: skip
     if failed:
         _die(f"{failed} thread(s) failed; the others are done (run again to retry)",
              EXIT_INVALID, reason="erasure_incomplete")  # fmt: skip
+
+
+WORKER_TIMEOUT = 24 * 3600.0
+"""Seconds a worker process of ``--workers`` may run."""
+
+
+def _workers(
+    db: str,
+    idle: str,
+    key: Path,
+    archive: Path,
+    limit: int | None,
+    vacuum: Any,
+    password_env: str | None,
+    allow_insecure_key: bool,
+    workers: int,
+    as_json: bool,
+) -> None:
+    """``--workers N``: N processes of this command, each a batched ``--idle`` sweep of
+    the same database; the database splits the threads between them (claims,
+    RECEIPT_SPEC.md 9.15). Their results are added up."""
+    import json
+    import subprocess
+
+    cmd = [sys.executable, "-m", "erasure_receipts", "retention", db, "--idle", idle,
+           "--key", str(key), "--archive", str(archive), "--batch", "--json"]  # fmt: skip
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    if vacuum is not None:
+        cmd += ["--vacuum", str(getattr(vacuum, "value", vacuum))]
+    if password_env is not None:
+        cmd += ["--password-env", password_env]
+    if allow_insecure_key:
+        cmd.append("--allow-insecure-key")
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(workers)]  # fmt: skip
+    docs: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=WORKER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        try:
+            doc = json.loads(out)
+            docs.append(doc["idle"])
+        except (ValueError, KeyError, TypeError):
+            lines = err.strip().splitlines()
+            errors.append(lines[-1] if lines else f"exit {proc.returncode}")
+    if errors and not docs:
+        _die(f"every worker failed: {errors[0]}", EXIT_INVALID, reason="erasure_incomplete")
+    merged: dict[str, Any] = dict(docs[0]) if docs else {}
+    for k in ("threads", "receipts", "recovered", "rows", "bytes", "failed"):
+        merged[k] = sum(int(d[k]) for d in docs)
+    skipped: dict[str, int] = {}
+    for d in docs:
+        for k, v in d["skipped"].items():
+            skipped[k] = skipped.get(k, 0) + int(v)
+    merged["skipped"] = dict(sorted(skipped.items()))
+    merged["limited"] = any(d["limited"] for d in docs)
+    merged["failures"] = [f for d in docs for f in d["failures"]]
+    merged["failed"] += len(errors)
+    merged["failures"] += [{"thread_id": "(worker)", "error": e} for e in errors]
+    per_worker = [{k: d[k] for k in ("threads", "receipts", "recovered", "failed")} for d in docs]
+    _report({"idle": merged, "history": None, "workers": per_worker}, False, archive, as_json)

@@ -17,6 +17,7 @@ under the erasure's write lock).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from ..errors import (
 )
 from ..receipt import MAX_THREAD_ID, Receipt
 from . import defer as _defer
+from .sweep_batch import Batcher, batch_size
 
 if TYPE_CHECKING:
     from ..request import Authorization, RequestContext
@@ -48,6 +50,8 @@ log = logging.getLogger("erasure_receipts")
 
 PAGE = 500
 """Candidate threads read per page of a sweep (memory stays flat in the thread count)."""
+MAX_PASSES = 200
+"""Passes of a batched sweep at most, while threads are held by other sweepers."""
 MAX_FAILURES_LISTED = 20
 """Failures a ``SweepResult`` keeps messages of (all are counted)."""
 
@@ -62,7 +66,8 @@ class SweepEvent(NamedTuple):
     ``active`` (a run, e.g. a resume, may be going on: see ``run_in_flight`` of the
     backends), ``deferred`` (an open deferral retains it until its ``until``),
     ``invalid_id`` (``""`` or not valid text: no request can name it),
-    ``undated``, ``delta_channel``, ``failed`` (counted in ``SweepResult.failed``: the
+    ``undated``, ``delta_channel``, ``claimed`` (a batched sweep: another sweeper
+    held it all along), ``failed`` (counted in ``SweepResult.failed``: the
     erasure failed, or the id is too long for a receipt; the sweep goes on)."""
     rows: int = 0
     bytes: int = 0
@@ -250,6 +255,7 @@ def sweep(
     tombstone: bool,
     context: RequestContext | None,
     progress: Progress | None,
+    batch: Any = False,
 ) -> SweepResult:
     """Select threads whose latest checkpoint (any namespace) was made before the
     cutoff, page by page from the ``checkpoints`` primary key, and erase each (mode
@@ -261,9 +267,13 @@ def sweep(
     erased thread has no checkpoint left, a pruned one nothing older than its
     latest, so a re-run skips what is done and never issues a second receipt for
     it. Inside each erasure's
-    transaction, under its write lock, the thread is checked to be still idle."""
+    transaction, under its write lock, the thread is checked to be still idle.
+
+    ``batch`` (mode ``idle``, not in a dry run): many threads per transaction and
+    receipt, see :mod:`.sweep_batch`."""
     if limit is not None and limit < 0:
         raise ConfigurationError("limit= must not be negative")
+    most = batch_size(batch)
     cutoff = er.cutoff(older_than)
     before = uuid6_floor(cutoff)
     result = SweepResult(mode, format_time(cutoff), dry_run)
@@ -271,6 +281,20 @@ def sweep(
     def emit(event: SweepEvent) -> None:
         if progress is not None:
             progress(event)
+
+    batcher = None
+    if most is not None and mode == "idle" and not dry_run:
+
+        def single(tid: str, latest: str) -> SweepEvent:
+            event = _sweep_one(er, mode, tid, latest, True, before, dry_run, tombstone,
+                               context, result)  # fmt: skip
+            assert event is not None
+            return event
+
+        batcher = Batcher(
+            er, most=most, before=before, cutoff=result.cutoff, tombstone=tombstone,
+            context=context, result=result, emit=emit, make_event=SweepEvent, single=single,
+        )  # fmt: skip
 
     if not dry_run:
         try:
@@ -295,20 +319,43 @@ def sweep(
     while not result.limited:
         page = er.db.run(er.journal.idle_threads, before, after, PAGE)
         if not page:
+            if batcher is not None and _next_pass(batcher):
+                after = None
+                continue
             break
         for tid, latest, checkpoints, namespaces in page:
             after = tid
             if tid in carried:
                 continue  # counted with its deferral above
-            if limit is not None and result.threads >= limit:
+            queued = 0 if batcher is None else len(batcher)
+            if limit is not None and result.threads + queued >= limit:
                 result.limited = True
                 break
             event = _sweep_one(
                 er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
-                context, result,
+                context, result, None if batcher is None else batcher.offer,
             )  # fmt: skip
-            emit(event)
+            if event is not None:
+                emit(event)
+    if batcher is not None:
+        batcher.flush()
     return result
+
+
+def _next_pass(batcher: Batcher) -> bool:
+    """End of a batched pass: erase what is queued; another pass if threads were
+    passed over because another sweeper held them (it may have let them go)."""
+    batcher.flush()
+    if not batcher.passed_over:
+        return False
+    batcher.passes += 1
+    if batcher.passes >= MAX_PASSES:  # a sweeper that holds them for so long: its own
+        for _ in range(batcher.passed_over):
+            batcher.result._skip("claimed")
+        return False
+    batcher.passed_over = 0
+    time.sleep(0.05)
+    return True
 
 
 def candidates(er: Eraser, older_than: timedelta | datetime) -> int:
@@ -333,7 +380,8 @@ def _sweep_one(
     tombstone: bool,
     context: RequestContext | None,
     result: SweepResult,
-) -> SweepEvent:
+    queue: Callable[[str, str], None] | None = None,
+) -> SweepEvent | None:
     if checkpoint_time(latest) is None:
         result._skip("undated")
         return SweepEvent(tid, "undated", latest=latest)
@@ -354,6 +402,9 @@ def _sweep_one(
         result._fail(tid, why)
         log.warning("retention sweep: thread %s failed: %s", _short(tid), why)
         return SweepEvent(tid, "failed", latest=latest)
+    if queue is not None:  # a batched sweep: erased with its batch
+        queue(tid, latest)
+        return None
     done = "pruned" if mode == "history" else "erased"
     try:
         if mode == "history":

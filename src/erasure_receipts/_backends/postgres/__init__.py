@@ -289,6 +289,14 @@ class PostgresJournal:
         """:func:`has_store_table` (PostgreSQL only: which tables a subject erasure locks)."""
         return has_store_table(session)
 
+    def claim_threads(self, session: Session, threads: Sequence[str]) -> tuple[list[str], Any]:
+        """:func:`~.journal.claim_threads` (PostgreSQL only: batched sweeps' workers)."""
+        return journal.claim_threads(session, threads)
+
+    def release_claims(self, session: Session, threads: Sequence[str], token: Any) -> None:
+        """:func:`~.journal.release_claims`."""
+        journal.release_claims(session, threads, token)
+
 
 if not TYPE_CHECKING:  # typed callers see only the names above
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -15,7 +15,9 @@ from .schema import ADVISORY_CLASS
 from .session import AsyncBridgeSession, Session, SyncSession
 
 __all__ = [
+    "CLAIM_CLASS",
     "LEASE_CLASS",
+    "claim_threads",
     "is_erased",
     "journal_receipts",
     "mark_issued",
@@ -23,6 +25,7 @@ __all__ = [
     "purge_journal",
     "record_statement",
     "redact_journal",
+    "release_claims",
     "release_lease",
     "reopen",
     "replay_state",
@@ -264,3 +267,45 @@ def replay_state(session: Session) -> tuple[set[str], set[str], set[str]]:
         for t in names[2:]:
             threads |= ids(f"SELECT DISTINCT thread_id FROM {t}", t)
     return journal, threads, tombstoned
+
+
+CLAIM_CLASS = ADVISORY_CLASS + 2
+"""Advisory-lock class of a batched retention sweep's claims on threads
+(``erasure_receipts._ops.sweep_batch``): sweepers pass over threads claimed by another."""
+
+
+def claim_threads(session: Session, threads: Sequence[str]) -> tuple[list[str], Any]:
+    """Claim the threads no other session has claimed: session-level advisory locks
+    (``pg_try_advisory_lock``, never waiting), held until :func:`release_claims` or the
+    end of the holder's connection. Returns the claimed threads and the token for
+    :func:`release_claims`. On a pool, held on a connection of its own (as a lease)."""
+    sql = "SELECT t FROM unnest(%s::text[]) AS t WHERE pg_try_advisory_lock(%s, hashtext(t))"
+    params = (list(threads), CLAIM_CLASS)
+    pool = getattr(session, "pool", None)
+    if pool is None:
+        return [str(r[0]) for r in session.query(sql, params)], session
+    conninfo, kwargs = (_resolved(session, v) for v in (pool.conninfo, pool.kwargs))
+    own = psycopg.Connection.connect(conninfo or "", **_lease_kwargs(kwargs))
+    try:
+        rows = own.execute(sql, params).fetchall()
+    except BaseException:
+        own.close()
+        raise
+    return [str(r[0]) for r in rows], own
+
+
+def release_claims(session: Session, threads: Sequence[str], token: Any) -> None:
+    """End the claims :func:`claim_threads` took (on a pool: close their connection)."""
+    if isinstance(token, psycopg.Connection):
+        token.close()
+        return
+    holder: Session = session
+    if isinstance(token, SyncSession | AsyncBridgeSession):
+        if token.conn.closed:
+            return  # the claims ended with the connection
+        holder = token
+    if threads:
+        holder.query(
+            "SELECT pg_advisory_unlock(%s, hashtext(t)) FROM unnest(%s::text[]) AS t",
+            (CLAIM_CLASS, list(threads)),
+        )

@@ -1,0 +1,250 @@
+"""Batched retention sweeps: many idle threads per transaction and per receipt.
+
+A sweep with ``batch=`` collects the threads it selected (after the same per-thread
+checks as a thread-by-thread sweep) and erases them in batches. Each batch is one
+``subject`` erasure (RECEIPT_SPEC.md 9.3, 9.15): one transaction, one receipt whose
+``units`` bind each thread's measured rows under one root, one journal entry, one
+archive write and one residue step (WAL truncation) for the whole batch; ``receipt
+prove`` shows that one thread's rows are in it. Inside the transaction, under the
+write lock, every thread of the batch is checked to be still idle and still there;
+the ones that are not are dropped and the batch is erased without them (nothing was
+deleted). A batch that fails for another reason is erased again thread by thread, so
+one bad thread costs only its own receipt.
+
+Batch size adapts: after each batch the number of threads is scaled so the time from
+taking the write lock to the receipt stays near :data:`BUDGET_SECONDS` and a batch
+measures at most :data:`BUDGET_ROWS` rows; a writer of a live thread waits at most
+about that long.
+
+Workers. On PostgreSQL each batch first *claims* its threads with session-level
+advisory locks (``pg_try_advisory_lock``, class ``CLAIM_CLASS``): a thread claimed by
+another sweeper is passed over, so several processes (or machines) running the same
+sweep split the idle threads between them; the claims end with the batch, or with the
+holder's connection if it dies. A pass that passed over claimed threads is followed by
+another, until none is left claimed: every idle thread is erased by exactly one of the
+sweepers, and the in-transaction check makes sure none is erased (or listed in a
+receipt) twice even if two sweepers were to pick the same thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._engine.eraser import Eraser, Guard
+from .._engine.protocol import _Abort
+from .._engine.types import ErasureRequest
+from ..errors import ConfigurationError, NothingToEraseError
+from ..receipt import Receipt
+
+__all__ = ["BUDGET_ROWS", "BUDGET_SECONDS", "MAX_BATCH", "Batcher", "batch_size", "subject_of"]
+
+log = logging.getLogger("erasure_receipts")
+
+MAX_BATCH = 1000
+"""Threads per batch at most (the threads one subject receipt may list)."""
+FIRST_BATCH = 16
+"""Threads of the first batch, before anything is measured."""
+BUDGET_SECONDS = 0.1
+"""Target time from taking the write lock to the batch's receipt."""
+BUDGET_ROWS = 50_000
+"""Rows one batch measures at most (as far as the rows per thread so far predict)."""
+MAX_RETRIES = 8
+"""Times a batch is rebuilt without threads that stopped being idle under the lock."""
+
+Event = Any  # history.SweepEvent (imported there; this module does not import history)
+
+
+def batch_size(batch: Any) -> int | None:
+    """``batch=`` of a sweep as the largest batch (None: one receipt per thread)."""
+    if batch is False or batch is None:
+        return None
+    if batch is True:
+        return MAX_BATCH
+    if isinstance(batch, int) and not isinstance(batch, bool) and 1 <= batch <= MAX_BATCH:
+        return batch
+    raise ConfigurationError(
+        f"batch= is True, False or a number of threads from 1 to {MAX_BATCH}, not {batch!r}"
+    )
+
+
+def subject_of(mode: str, cutoff: str) -> str:
+    """The ``scope.subject`` of a batch receipt (RECEIPT_SPEC.md 9.15)."""
+    return f"retention:{mode}:before:{cutoff}"
+
+
+class _BatchChanged(_Abort):
+    """Inside a batch's transaction, under the write lock: some threads are no longer
+    idle (or are gone); rolled back, the batch is erased again without them."""
+
+    def __init__(self, dropped: dict[str, str]) -> None:
+        self.dropped = dropped
+        super().__init__(f"{len(dropped)} thread(s) of the batch are no longer idle")
+
+
+class Batcher:
+    """Collects a sweep's selected threads and erases them in batches.
+
+    ``make_event(tid, outcome, rows, bytes, receipt_id, latest)`` builds the sweep's
+    events; ``single(tid, latest)`` erases one thread the thread-by-thread way (used
+    when a batch fails); ``emit`` reports an event; ``result`` is the sweep's result
+    (``SweepResult``: counts only)."""
+
+    def __init__(
+        self,
+        er: Eraser,
+        *,
+        most: int,
+        before: str,
+        cutoff: str,
+        tombstone: bool,
+        context: Any,
+        result: Any,
+        emit: Callable[[Event], None],
+        make_event: Callable[..., Event],
+        single: Callable[[str, str], Event],
+    ) -> None:
+        self.er = er
+        self.most = most
+        self.size = min(FIRST_BATCH, most)
+        self.before = before
+        self.subject = subject_of("idle", cutoff)
+        self.tombstone = tombstone
+        self.context = context
+        self.result = result
+        self.emit = emit
+        self.event = make_event
+        self.single = single
+        self.queue: list[tuple[str, str]] = []
+        self.passed_over = 0
+        """Threads passed over because another sweeper held them (this pass)."""
+        self.batches = 0
+        self.passes = 0
+        self.claims = getattr(er.journal, "claim_threads", None)
+        self.unclaim = getattr(er.journal, "release_claims", None)
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def offer(self, tid: str, latest: str) -> None:
+        """Queue one selected thread; erase the batch once it is full."""
+        self.queue.append((tid, latest))
+        if len(self.queue) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Erase the queued threads (claimed first, on PostgreSQL)."""
+        queue, self.queue = self.queue, []
+        if not queue:
+            return
+        if self.claims is None or self.unclaim is None:
+            self._erase(queue)
+            return
+        tids = [t for t, _ in queue]
+        got, token = self.er.db.run(self.claims, tids)
+        mine = set(got)
+        self.passed_over += sum(1 for t in tids if t not in mine)
+        try:
+            if mine:
+                self._erase([(t, latest) for t, latest in queue if t in mine])
+        finally:
+            try:
+                self.er.db.run(self.unclaim, got, token)
+            except Exception as exc:  # they end with the connection anyway
+                log.warning("claims on %d thread(s) not released: %s", len(got), exc)
+
+    # -- one batch ----------------------------------------------------------------------
+
+    def _request(self, tids: list[str]) -> ErasureRequest:
+        er = self.er
+        namespaces: dict[tuple[str, ...], None] = {}
+        if er.namespaces_for is not None:
+            for t in tids:
+                mapped = er.request(t, None, self.tombstone).store_namespaces
+                namespaces.update(dict.fromkeys(mapped))
+        base = er.request(self.subject, tuple(namespaces), self.tombstone)
+        req = ErasureRequest(
+            self.subject, base.store_namespaces, base.tombstone, False, kind="subject",
+            threads=tuple(sorted(tids)), subject=self.subject, needle_scope="database",
+        )  # fmt: skip
+        return er.with_context(req, self.context, None)
+
+    def _guard(self, tids: list[str]) -> Guard:
+        er, before = self.er, self.before
+
+        def check(handle: Any) -> None:
+            dropped: dict[str, str] = {}
+            for t in tids:
+                latest = er.journal.latest_checkpoint(handle, t)
+                if latest is None:
+                    dropped[t] = "nothing_to_remove"  # erased meanwhile (another sweeper)
+                elif latest >= before:
+                    dropped[t] = "became_active"
+                elif er.journal.run_in_flight(handle, t):
+                    dropped[t] = "active"
+            if dropped:
+                raise _BatchChanged(dropped)
+
+        return check
+
+    def _erase(self, items: list[tuple[str, str]]) -> None:
+        latest = dict(items)
+        for _ in range(MAX_RETRIES):
+            tids = sorted(latest)
+            if not tids:
+                return
+            start = time.monotonic()
+            try:
+                receipt = self.er.erase(self._request(tids), self.er.residue_scan,
+                                        self._guard(tids))  # fmt: skip
+            except _BatchChanged as exc:
+                for t, why in sorted(exc.dropped.items()):
+                    self.result._skip(why)
+                    self.emit(self.event(t, why, latest=latest.pop(t)))
+                continue
+            except NothingToEraseError:
+                for t in tids:
+                    self.result._skip("nothing_to_remove")
+                    self.emit(self.event(t, "nothing_to_remove", latest=latest[t]))
+                return
+            except Exception as exc:
+                log.warning("retention sweep: a batch of %d thread(s) failed (%s); erasing "
+                            "them one by one", len(tids), exc)  # fmt: skip
+                self.size = max(1, self.size // 4)
+                for t in tids:
+                    self.emit(self.single(t, latest[t]))
+                return
+            self._done(receipt, latest, time.monotonic() - start)
+            return
+        for t in sorted(latest):  # kept changing: thread by thread
+            self.emit(self.single(t, latest[t]))
+
+    def _done(self, receipt: Receipt, latest: dict[str, str], elapsed: float) -> None:
+        r = self.result
+        pre = receipt.predicate["pre_state"]
+        rows = int(pre["leaves"])
+        r.receipts += 1
+        r.rows += rows
+        r.bytes += sum(int(t["bytes"]) for t in pre["tables"].values())
+        self.batches += 1
+        for unit in receipt.predicate["units"]:
+            name = str(unit["name"])
+            if not name.startswith("thread:"):
+                continue
+            tid = name[len("thread:") :]
+            r.threads += 1
+            nbytes = sum(int(t["bytes"]) for t in unit["tables"].values())
+            self.emit(self.event(tid, "erased", int(unit["leaves"]), nbytes,
+                                 receipt.receipt_id, latest.get(tid)))  # fmt: skip
+        self._adapt(len(latest), rows, elapsed)
+
+    def _adapt(self, n: int, rows: int, elapsed: float) -> None:
+        """The next batch's size from this one's time and rows per thread."""
+        if n < self.size:
+            return  # a short batch (the end of a pass) says little about a full one
+        by_time = BUDGET_SECONDS / max(elapsed / n, 1e-6)
+        by_rows = BUDGET_ROWS / max(rows / n, 1.0)
+        target = int(min(by_time, by_rows))
+        self.size = max(1, min(self.most, 2 * self.size, target))

@@ -331,12 +331,12 @@ def sweep(
             if limit is not None and result.threads + queued >= limit:
                 result.limited = True
                 break
-            event = _sweep_one(
+            swept = _sweep_one(
                 er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
                 context, result, None if batcher is None else batcher.offer,
             )  # fmt: skip
-            if event is not None:
-                emit(event)
+            if swept is not None:
+                emit(swept)
     if batcher is not None:
         batcher.flush()
     return result

@@ -332,3 +332,56 @@ def test_cli_retention_batch(db: Path, signer: Signer, tmp_path: Path) -> None:
     assert doc["idle"]["threads"] == len(IDLE)
     assert doc["totals"]["receipts"] == len(list(archive.glob("*.json"))) < len(IDLE)
     assert_exactly_once(db, archive, signer)
+
+
+def _thread_rows(db: Path, tid: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return [
+            row
+            for table in ("checkpoints", "writes")
+            for row in conn.execute(
+                f"SELECT * FROM {table} WHERE thread_id = ? ORDER BY 2, 3, 4", (tid,)
+            )  # fmt: skip
+        ]
+
+
+def test_batched_sweep_keeps_a_deferred_thread_and_a_deferral_recorded_late(
+    db: Path, signer: Signer, tmp_path: Path
+) -> None:
+    """A retained idle thread stays out of every batch (raw rows byte-identical); one
+    retained after it was queued fails its batch, which is redone per thread, and is
+    kept too. Every other idle thread is erased exactly once."""
+    archive = tmp_path / "receipts"
+    kept, late, *_ = sorted(IDLE)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        saver.defer(kept, basis="legal hold", until=datetime.now(UTC) + timedelta(days=90))
+    archive_deferral = set(archive.glob("*.json"))
+    before_kept, before_late = _thread_rows(db, kept), _thread_rows(db, late)
+    queued: list[str] = []
+    real = sweep_batch.Batcher.offer
+
+    def offer(self: Any, tid: str, latest: str) -> None:
+        real(self, tid, latest)
+        queued.append(tid)
+        if tid == late:  # retained between the queue and the batch's transaction
+            with AttestingSqliteSaver.from_conn_string(
+                str(db), signer=signer, archive=tmp_path / "late"
+            ) as other:
+                other.defer(late, basis="late hold", until=datetime.now(UTC) + timedelta(days=9))
+
+    with (
+        pytest.MonkeyPatch.context() as m,
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver,
+    ):
+        m.setattr(sweep_batch.Batcher, "offer", offer)
+        result = saver.erase_idle_threads(timedelta(days=30), batch=True)
+    assert kept not in queued and late in queued
+    assert result.skipped.get("deferred", 0) >= 2
+    assert _thread_rows(db, kept) == before_kept and _thread_rows(db, late) == before_late
+    erasures = [p for p in archive.glob("*.json") if p not in archive_deferral]
+    named = [
+        t for p in erasures for t in (scope_of(p).get("threads") or [scope_of(p)["thread_id"]])
+    ]
+    assert sorted(named) == sorted(IDLE - {kept, late})
+    for p in erasures:
+        verify_receipt(p.read_bytes(), [signer.public_key])

@@ -403,6 +403,11 @@ def _sweep_one(
         log.warning("retention sweep: thread %s failed: %s", _short(tid), why)
         return SweepEvent(tid, "failed", latest=latest)
     if queue is not None:  # a batched sweep: erased with its batch
+        # Retained threads stay out of the batch (the batch's transaction checks again:
+        # a deferral recorded meanwhile fails the batch, which is redone per thread).
+        if er.db.run(er.journal.open_deferrals, [tid]):
+            result._skip("deferred")
+            return SweepEvent(tid, "deferred", latest=latest)
         queue(tid, latest)
         return None
     done = "pruned" if mode == "history" else "erased"

@@ -341,7 +341,7 @@ def _thread_rows(db: Path, tid: str) -> list[tuple[Any, ...]]:
             for table in ("checkpoints", "writes")
             for row in conn.execute(
                 f"SELECT * FROM {table} WHERE thread_id = ? ORDER BY 2, 3, 4", (tid,)
-            )  # fmt: skip
+            )
         ]
 
 

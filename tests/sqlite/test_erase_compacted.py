@@ -162,3 +162,28 @@ def test_bad_policy(tmp_path: Path, signer: Signer) -> None:
     with pytest.raises(ConfigurationError, match="erase_compacted"):
         AttestingSqliteSaver(sqlite3.connect(":memory:", check_same_thread=False),
                              signer=signer, erase_compacted="sometimes")  # fmt: skip
+
+
+def test_writes_saved_after_their_checkpoint_are_handled_at_once(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """Asynchronous durability can save a step's writes after the checkpoint that
+    applied them; with no later put in the run, the put_writes itself handles it."""
+    from langchain_core.messages import RemoveMessage
+
+    db = tmp_path / "agent.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        a = agent(saver)
+        for i in range(3):
+            a.invoke(turn(i), cfg(T))
+        assert saver.erase_compacted is None
+        saver.erase_compacted = "erase_history"
+        history = list(a.get_state_history(cfg(T)))
+        parent = history[1].config  # the checkpoint before the latest
+        saver.put_writes(parent, [("messages", [RemoveMessage(id="x")])], "late-task")
+        assert [r.predicate["kind"] for r in saver.journal_receipts(T)] == ["history"]
+        assert len(list(a.get_state_history(cfg(T)))) == 1
+        # a removal for the latest checkpoint waits for the checkpoint that applies it
+        latest = a.get_state(cfg(T)).config
+        saver.put_writes(latest, [("messages", [RemoveMessage(id="y")])], "next-task")
+        assert len(saver.journal_receipts(T)) == 1

@@ -105,6 +105,8 @@ class _Pending:
     newer) saves the checkpoint that applied the removal."""
     needles: list[str] = field(default_factory=list)
     attempts: int = 0
+    running: bool = False
+    """Claimed by one ``put`` (or late ``put_writes``): never handled twice at once."""
 
 
 @dataclass
@@ -116,10 +118,11 @@ class Compactions:
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def note(self, config: Any, writes: Sequence[tuple[str, Any]]) -> None:
-        """From ``put_writes``: remember the thread if these writes remove messages."""
+    def note(self, config: Any, writes: Sequence[tuple[str, Any]]) -> bool:
+        """From ``put_writes``: remember the thread if these writes remove messages
+        (returns whether they do)."""
         if self.policy is None or not removes_messages(writes):
-            return
+            return False
         key = _key(config)
         after = str(config["configurable"].get("checkpoint_id") or "")
         with self._lock:
@@ -128,8 +131,9 @@ class Compactions:
                 self._pending[key] = _Pending(after)
             elif after > item.after:
                 item.after = after
+        return True
 
-    def due(self, config: Any) -> tuple[str, _Pending] | None:
+    def due(self, config: Any) -> tuple[tuple[str, str], _Pending] | None:
         """From ``put``, after the checkpoint is saved: the thread's pending compaction,
         if this checkpoint applied it (its parent is the removing step's checkpoint or
         newer: with asynchronous durability the step's writes can be saved while the
@@ -140,9 +144,18 @@ class Compactions:
         parent = str(config["configurable"].get("checkpoint_id") or "")
         with self._lock:
             item = self._pending.get(key)
-        if item is None or parent < item.after:
+            if item is None or item.running or parent < item.after:
+                return None
+            item.running = True
+        return key, item
+
+    def due_key(self, config: Any) -> _Pending | None:
+        """The pending, unclaimed compaction of this config's thread and namespace."""
+        if self.policy is None or not self._pending:
             return None
-        return key[0], item
+        with self._lock:
+            item = self._pending.get(_key(config))
+        return None if item is None or item.running else item
 
     def done(self, thread: str, item: _Pending | None = None) -> None:
         """Handled: forget ``item`` (a compaction noted meanwhile stays pending)."""
@@ -154,6 +167,7 @@ class Compactions:
     def failed(self, thread: str, item: _Pending, exc: BaseException) -> None:
         """Logged, and kept for the thread's next ``put`` (up to ``max_attempts``)."""
         item.attempts += 1
+        item.running = False
         if item.attempts >= self.max_attempts:
             log.error("erase_compacted: giving up on thread %r after %d attempts: %s",
                       thread, item.attempts, exc)  # fmt: skip
@@ -168,17 +182,53 @@ def _key(config: Any) -> tuple[str, str]:
     return str(c["thread_id"]), str(c.get("checkpoint_ns") or "")
 
 
+def _before(config: Any, thread: str, ns: str, item: _Pending) -> Any:
+    if not item.after:
+        return config
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": item.after}}
+
+
+def _latest(config: Any) -> Any:
+    c = config["configurable"]
+    ns = c.get("checkpoint_ns", "")
+    return {"configurable": {"thread_id": c["thread_id"], "checkpoint_ns": ns}}
+
+
+def handle_late(saver: Any, compactions: Compactions, config: Any) -> Any:
+    """From ``put_writes``: with asynchronous durability a step's writes can be saved
+    after the checkpoint that applied them; then that checkpoint is already the latest
+    and no later ``put`` of this run may come: handle the compaction now."""
+    item = compactions.due_key(config)
+    if item is None:
+        return None
+    latest = saver.get_tuple(_latest(config))
+    if latest is None or latest.checkpoint["id"] <= item.after:
+        return None  # the checkpoint applying the removal is not saved yet: its put will
+    return handle(saver, compactions, latest.config, latest.checkpoint)
+
+
+async def ahandle_late(saver: Any, compactions: Compactions, config: Any) -> Any:
+    """Async :func:`handle_late`."""
+    item = compactions.due_key(config)
+    if item is None:
+        return None
+    latest = await saver.aget_tuple(_latest(config))
+    if latest is None or latest.checkpoint["id"] <= item.after:
+        return None
+    return await ahandle(saver, compactions, latest.config, latest.checkpoint)
+
+
 def handle(saver: Any, compactions: Compactions, config: Any, checkpoint: Any) -> Any:
     """Sync ``put`` hook: the pending compaction of the thread, by the policy; returns the
     receipt or None (never raises)."""
     due = compactions.due(config)
     if due is None:
         return None
-    thread, item = due
+    (thread, ns), item = due
     try:
         if compactions.policy == "redact":
-            if not item.needles:
-                parent = saver.get_tuple(config)
+            if not item.needles:  # the state the removing step ran on, and this one
+                parent = saver.get_tuple(_before(config, thread, ns, item))
                 before = parent.checkpoint["channel_values"] if parent is not None else {}
                 item.needles = removed_texts(before, checkpoint.get("channel_values", {}))
             if not item.needles:
@@ -204,11 +254,11 @@ async def ahandle(saver: Any, compactions: Compactions, config: Any, checkpoint:
     due = compactions.due(config)
     if due is None:
         return None
-    thread, item = due
+    (thread, ns), item = due
     try:
         if compactions.policy == "redact":
             if not item.needles:
-                parent = await saver.aget_tuple(config)
+                parent = await saver.aget_tuple(_before(config, thread, ns, item))
                 before = parent.checkpoint["channel_values"] if parent is not None else {}
                 item.needles = removed_texts(before, checkpoint.get("channel_values", {}))
             if not item.needles:

@@ -414,7 +414,8 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             return self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])
 
         self._held_writes.put_writes((config, writes, task_id, task_path), write, bound)
-        self._compactions.note(config, writes)  # erase_compacted=: a step removed messages
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            _compaction.handle_late(self, self._compactions, config)
 
 
 class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
@@ -555,7 +556,8 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
 
         item = (config, writes, task_id, task_path)
         await self._held_writes.aput_writes(item, write, bound)
-        self._compactions.note(config, writes)  # erase_compacted=: a step removed messages
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            await _compaction.ahandle_late(self, self._compactions, config)
 
 
 def digest_read_only(

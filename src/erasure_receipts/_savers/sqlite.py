@@ -429,7 +429,8 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             return self._eraser.db.run(sqlite_backend.tombstone_bound, key_of(config)[0])
 
         self._held_writes.put_writes((config, writes, task_id, task_path), write, bound)
-        self._compactions.note(config, writes)  # erase_compacted=: a step removed messages
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            _compaction.handle_late(self, self._compactions, config)
 
 
 class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
@@ -580,4 +581,5 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
 
         item = (config, writes, task_id, task_path)
         await self._held_writes.aput_writes(item, write, bound)
-        self._compactions.note(config, writes)  # erase_compacted=: a step removed messages
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            await _compaction.ahandle_late(self, self._compactions, config)

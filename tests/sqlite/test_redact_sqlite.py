@@ -244,3 +244,58 @@ def test_tampered_redaction_receipt_fails(tmp_path: Path, signer: Signer, pub_pe
         verify_receipt(json.dumps(doc).encode(), [signer.public_key])
     with pytest.raises(VerificationError):
         verify_receipt(receipt.to_json(), [Signer.generate().public_key])
+
+
+class ZlibSerde:
+    """A serde that compresses what LangGraph's serializes: the stored bytes never
+    hold a needle, only the decoded objects do."""
+
+    def __init__(self) -> None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        self.inner = JsonPlusSerializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        import zlib
+
+        kind, data = self.inner.dumps_typed(obj)
+        return f"{kind}+zlib", zlib.compress(data)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        import zlib
+
+        kind, blob = data
+        if not kind.endswith("+zlib"):
+            return self.inner.loads_typed(data)
+        return self.inner.loads_typed((kind.removesuffix("+zlib"), zlib.decompress(blob)))
+
+
+def test_compressed_values_are_redacted_through_the_serde(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.serde = ZlibSerde()
+        g = chat_graph(saver)
+        for turn in CHAT_TURNS:
+            g.invoke(human(turn), cfg(T))
+        assert rows_holding(db, CARD) < 3  # compressed: the raw bytes hide it
+        receipt = saver.redact(T, [CARD])
+        assert receipt.predicate["pre_state"]["leaves"] > 3
+        assert all(CARD not in repr(s.values) for s in g.get_state_history(cfg(T)))
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_values_the_serde_cannot_decode_refuse(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.serde = ZlibSerde()
+        g = chat_graph(saver)
+        for turn in CHAT_TURNS:
+            g.invoke(human(turn), cfg(T))
+    before = raw_rows(db, T)
+    with (
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver,
+        pytest.raises(NeedlesFoundError, match="cannot decode") as info,
+    ):
+        saver.redact(T, [CARD])
+    assert {loc["column"] for loc in info.value.locations} <= {"checkpoint", "value"}
+    assert raw_rows(db, T) == before

@@ -274,7 +274,9 @@ def rewrite(
             try:
                 obj = serde.loads_typed((kind, bytes(v)))
             except Exception:
-                blocked += [col] if _holds(rw, v) else []
+                # Not decodable by this saver's serde (another key, another format): a
+                # needle in it can be neither found nor rewritten, so nothing is claimed.
+                blocked.append(col)
                 continue
             out = rw.value(obj)
             if out is not obj:
@@ -373,8 +375,9 @@ def _plan(
         exc = NeedlesFoundError(_redact_locations(blocked, request, forms))
         exc.args = (
             "redaction refused, nothing was changed: a needle is where the saver's serde "
-            "cannot rewrite it (a key column, an encrypted or compressed value, a store "
-            "item's embedding): " + exc.args[0],
+            "cannot rewrite it, or a value the serde cannot decode may hold one (a key "
+            "column, a value encrypted or compressed with another serde, a store item's "
+            "embedding): " + exc.args[0],
         )
         raise exc
     return plans, checkpoints, rows

@@ -16,6 +16,11 @@ later. From a fresh copy of that file each time:
 
 Interleaved per round; the ratio redact / erase_history is reported (no target: the
 two keep different things).
+
+``turn``           the latency of one turn of the same graph with ``erase_compacted=``
+                   off, ``"erase_history"`` and ``"redact"``: every turn of this graph
+                   removes messages, so every turn compacts (the worst case); median over
+                   the turns of a 60-turn thread, as a ratio to off.
 """
 
 from __future__ import annotations
@@ -84,6 +89,29 @@ def run_once(path: Path, op: str) -> tuple[float, dict[str, Any]]:
     return elapsed, {"rows_in_receipt": p["pre_state"]["leaves"], "checkpoints_after": left}
 
 
+def graph_on(saver: Any) -> Any:
+    g = StateGraph(Chat)
+    g.add_node("reply", _reply)
+    g.add_edge(START, "reply")
+    g.add_edge("reply", END)
+    return g.compile(checkpointer=saver)
+
+
+def turn_latency(tmp: Path, policy: Any, turns: int) -> list[float]:
+    path = tmp / f"turns-{policy}.db"
+    out = []
+    with AttestingSqliteSaver.from_conn_string(str(path), signer=SIGNER,
+                                               erase_compacted=policy) as saver:  # fmt: skip
+        graph = graph_on(saver)
+        cfg = {"configurable": {"thread_id": THREAD}}
+        for i in range(turns):
+            text = f"my card is {CARD} (turn {i})" if i % 10 == 0 else f"question {i}"
+            t = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage(content=text)]}, cfg)
+            out.append(time.perf_counter() - t)
+    return out[5:]  # warm
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -104,7 +132,16 @@ def main(argv: list[str]) -> int:
                 elapsed, facts[op] = run_once(copy, op)
                 samples[op].append(elapsed)
                 copy.unlink()
+        per_turn = {str(p): turn_latency(tmp, p, 30 if args.quick else 60)
+                    for p in (False, "erase_history", "redact")}  # fmt: skip
     ratio = statistics.median(samples["redact"]) / statistics.median(samples["erase_history"])
+    off = statistics.median(per_turn["False"])
+    turn_ratio = {k: round(statistics.median(v) / off, 3) for k, v in per_turn.items()}
+    for k, v in per_turn.items():
+        print(
+            f"  turn, erase_compacted={k:<14} {fmt_s(statistics.median(v)):>10}  "
+            f"x{turn_ratio[k]:.2f}"
+        )
     for op, s in samples.items():
         print(f"  {op:<14} {fmt_s(statistics.median(s)):>10}  {facts[op]}")
     print(f"  redact / erase_history  x{ratio:.2f}  ({checkpoints} checkpoints)")
@@ -112,6 +149,8 @@ def main(argv: list[str]) -> int:
         "mode": "quick" if args.quick else "full", "rounds": rounds, "turns": turns,
         "checkpoints": checkpoints, "seconds": {k: summary(v) for k, v in samples.items()},
         "facts": facts, "ratio_redact_to_erase_history": round(ratio, 4),
+        "turn_seconds": {k: summary(v) for k, v in per_turn.items()},
+        "turn_ratio_to_off": turn_ratio,
     })  # fmt: skip
     print(f"wrote {path}")
     return 0

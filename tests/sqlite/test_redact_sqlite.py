@@ -299,3 +299,49 @@ def test_values_the_serde_cannot_decode_refuse(tmp_path: Path, signer: Signer) -
         saver.redact(T, [CARD])
     assert {loc["column"] for loc in info.value.locations} <= {"checkpoint", "value"}
     assert raw_rows(db, T) == before
+
+
+def test_store_items_in_the_saver_database(tmp_path: Path, signer: Signer) -> None:
+    from langgraph.store.sqlite import SqliteStore
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    ns = ("users", "alice")
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()
+        store.put(ns, "card", {"note": f"card {CARD}", "n": 1})
+        store.put(ns, "other", {"note": "nothing here"})
+        store.put(("users", "bob"), "card", {"note": f"card {CARD}"})
+        with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as saver:
+            receipt = saver.redact(T, [CARD], store_namespaces=[ns])
+            item = store.get(ns, "card")
+            assert item is not None and item.value == {"note": "card [redacted]", "n": 1}
+            assert store.get(ns, "other").value == {"note": "nothing here"}  # type: ignore[union-attr]
+            assert CARD in store.get(("users", "bob"), "card").value["note"]  # type: ignore[union-attr]
+    p = receipt.predicate
+    assert p["pre_state"]["tables"]["store"]["rows"] == 1
+    assert p["methods"] == {"checkpoints": "atomic-transaction", "store": "atomic-transaction"}
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_redaction_interrupted_after_commit_is_recovered(tmp_path: Path, signer: Signer) -> None:
+    from erasure_receipts import ErasureIncompleteError
+    from faults import faulty
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    archive = tmp_path / "r3"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        with (
+            faulty(saver, record_statement=OSError("disk gone")),
+            pytest.raises(ErasureIncompleteError, match="recover_receipts"),
+        ):
+            saver.redact(T, [CARD])
+        assert rows_holding(db, CARD) == 0  # committed
+        assert [p.receipt_id for p in saver.pending_erasures()]
+        (receipt,) = saver.recover_receipts(min_age_seconds=0)
+        assert not saver.pending_erasures()
+    p = receipt.predicate
+    assert p["kind"] == "redaction" and "issued_from_journal" in [c["name"] for c in p["checks"]]
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    assert (archive / f"{receipt.receipt_id}.json").exists()

@@ -478,6 +478,9 @@ def _phase_one(
                 "tombstone": False, "pre_digest": pre_root.hex(),
                 "pre_tables": {k: v.to_json() for k, v in pre_tables.items()},
                 "methods": methods, "checks": checks, "members": members,
+                # The statement as checked in the transaction: recovery completes it
+                # (residue) if this process dies before its statement is journaled.
+                "draft": draft,
             }  # fmt: skip
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
     except PASS_THROUGH:

@@ -345,3 +345,40 @@ def test_a_redaction_interrupted_after_commit_is_recovered(tmp_path: Path, signe
     assert p["kind"] == "redaction" and "issued_from_journal" in [c["name"] for c in p["checks"]]
     verify_receipt(receipt.to_json(), [signer.public_key])
     assert (archive / f"{receipt.receipt_id}.json").exists()
+
+
+def test_a_concurrent_writer_on_another_thread(tmp_path: Path, signer: Signer) -> None:
+    import threading
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    stop, wrote, errors = threading.Event(), [0], []
+
+    def writer() -> None:
+        try:
+            conn = sqlite3.connect(db, check_same_thread=False, timeout=30)
+            g = chat_graph(SqliteSaver(conn))
+            while not stop.is_set() and wrote[0] < 200:
+                g.invoke(human(f"busy {wrote[0]}"), cfg(OTHER))
+                wrote[0] += 1
+            conn.close()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+            receipts = [saver.redact(T, [CARD])]
+            while wrote[0] < 5 and t.is_alive():
+                stop.wait(0.05)
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert not t.is_alive() and not errors and wrote[0] >= 5
+    verify_receipt(receipts[0].to_json(), [signer.public_key])
+    assert rows_holding(db, CARD) == 0
+    assert rows_holding(db, "[redacted]", thread=OTHER) == 0  # the other thread untouched
+    assert rows_holding(db, BOB_SECRET, thread=OTHER) > 0

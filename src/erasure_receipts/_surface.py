@@ -179,6 +179,18 @@ class _Configured:
         self._eraser.tombstone_policy = value
 
     @property
+    def erase_compacted(self) -> str | None:
+        """The compaction policy (``erase_compacted=``): None, ``"erase_history"`` or
+        ``"redact"``; settable (``True`` means ``"erase_history"``)."""
+        return cast(Any, self)._compactions.policy  # type: ignore[no-any-return]
+
+    @erase_compacted.setter
+    def erase_compacted(self, value: bool | str | None) -> None:
+        from ._ops.compaction import policy_of
+
+        cast(Any, self)._compactions.policy = policy_of(value)
+
+    @property
     def last_receipt(self) -> Receipt | None:
         """The receipt of the last erasure made *in this thread or asyncio task*.
 

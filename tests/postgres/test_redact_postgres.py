@@ -165,3 +165,23 @@ def test_bad_input_changes_nothing(pg_db: str, signer: Signer) -> None:
         with pytest.raises(NeedlesFoundError, match="cannot rewrite"):
             saver.redact(T, ["alice-chat"])
     assert {t: everything(pg_db, t) for t in (T, OTHER)} == before
+
+
+def test_store_items_in_the_same_database(pg_db: str, signer: Signer) -> None:
+    from langgraph.store.postgres import PostgresStore
+
+    chat(pg_db, signer)
+    ns = ("users", "alice")
+    with PostgresStore.from_conn_string(pg_db) as store:
+        store.setup()
+        store.put(ns, "card", {"note": f"card {CARD}", "n": 1})
+        store.put(("users", "bob"), "card", {"note": f"card {CARD}"})
+        with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, store=store) as saver:
+            receipt = saver.redact(T, [CARD], store_namespaces=[ns])
+        item = store.get(ns, "card")
+        assert item is not None and item.value == {"note": "card [redacted]", "n": 1}
+        bob = store.get(("users", "bob"), "card")
+        assert bob is not None and CARD in bob.value["note"]
+    p = receipt.predicate
+    assert p["pre_state"]["tables"]["store"]["rows"] == 1
+    verify_receipt(receipt.to_json(), [signer.public_key])

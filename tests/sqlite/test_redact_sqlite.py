@@ -244,3 +244,141 @@ def test_tampered_redaction_receipt_fails(tmp_path: Path, signer: Signer, pub_pe
         verify_receipt(json.dumps(doc).encode(), [signer.public_key])
     with pytest.raises(VerificationError):
         verify_receipt(receipt.to_json(), [Signer.generate().public_key])
+
+
+class ZlibSerde:
+    """A serde that compresses what LangGraph's serializes: the stored bytes never
+    hold a needle, only the decoded objects do."""
+
+    def __init__(self) -> None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        self.inner = JsonPlusSerializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        import zlib
+
+        kind, data = self.inner.dumps_typed(obj)
+        return f"{kind}+zlib", zlib.compress(data)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        import zlib
+
+        kind, blob = data
+        if not kind.endswith("+zlib"):
+            return self.inner.loads_typed(data)
+        return self.inner.loads_typed((kind.removesuffix("+zlib"), zlib.decompress(blob)))
+
+
+def test_compressed_values_are_redacted_through_the_serde(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.serde = ZlibSerde()
+        g = chat_graph(saver)
+        for turn in CHAT_TURNS:
+            g.invoke(human(turn), cfg(T))
+        assert rows_holding(db, CARD) < 3  # compressed: the raw bytes hide it
+        receipt = saver.redact(T, [CARD])
+        assert receipt.predicate["pre_state"]["leaves"] > 3
+        assert all(CARD not in repr(s.values) for s in g.get_state_history(cfg(T)))
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_values_the_serde_cannot_decode_refuse(tmp_path: Path, signer: Signer) -> None:
+    db = tmp_path / "chat.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        saver.serde = ZlibSerde()
+        g = chat_graph(saver)
+        for turn in CHAT_TURNS:
+            g.invoke(human(turn), cfg(T))
+    before = raw_rows(db, T)
+    with (
+        AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver,
+        pytest.raises(NeedlesFoundError, match="cannot decode") as info,
+    ):
+        saver.redact(T, [CARD])
+    assert {loc["column"] for loc in info.value.locations} <= {"checkpoint", "value"}
+    assert raw_rows(db, T) == before
+
+
+def test_store_items_in_the_saver_database(tmp_path: Path, signer: Signer) -> None:
+    from langgraph.store.sqlite import SqliteStore
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    ns = ("users", "alice")
+    with SqliteStore.from_conn_string(str(db)) as store:
+        store.setup()
+        store.put(ns, "card", {"note": f"card {CARD}", "n": 1})
+        store.put(ns, "other", {"note": "nothing here"})
+        store.put(("users", "bob"), "card", {"note": f"card {CARD}"})
+        with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, store=store) as saver:
+            receipt = saver.redact(T, [CARD], store_namespaces=[ns])
+            item = store.get(ns, "card")
+            assert item is not None and item.value == {"note": "card [redacted]", "n": 1}
+            assert store.get(ns, "other").value == {"note": "nothing here"}  # type: ignore[union-attr]
+            assert CARD in store.get(("users", "bob"), "card").value["note"]  # type: ignore[union-attr]
+    p = receipt.predicate
+    assert p["pre_state"]["tables"]["store"]["rows"] == 1
+    assert p["methods"] == {"checkpoints": "atomic-transaction", "store": "atomic-transaction"}
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_redaction_interrupted_after_commit_is_recovered(tmp_path: Path, signer: Signer) -> None:
+    from erasure_receipts import ErasureIncompleteError
+    from faults import faulty
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    archive = tmp_path / "r3"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        with (
+            faulty(saver, record_statement=OSError("disk gone")),
+            pytest.raises(ErasureIncompleteError, match="recover_receipts"),
+        ):
+            saver.redact(T, [CARD])
+        assert rows_holding(db, CARD) == 0  # committed
+        assert [p.receipt_id for p in saver.pending_erasures()]
+        (receipt,) = saver.recover_receipts(min_age_seconds=0)
+        assert not saver.pending_erasures()
+    p = receipt.predicate
+    assert p["kind"] == "redaction" and "issued_from_journal" in [c["name"] for c in p["checks"]]
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    assert (archive / f"{receipt.receipt_id}.json").exists()
+
+
+def test_a_concurrent_writer_on_another_thread(tmp_path: Path, signer: Signer) -> None:
+    import threading
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    stop, wrote, errors = threading.Event(), [0], []
+
+    def writer() -> None:
+        try:
+            conn = sqlite3.connect(db, check_same_thread=False, timeout=30)
+            g = chat_graph(SqliteSaver(conn))
+            while not stop.is_set() and wrote[0] < 200:
+                g.invoke(human(f"busy {wrote[0]}"), cfg(OTHER))
+                wrote[0] += 1
+            conn.close()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+            receipts = [saver.redact(T, [CARD])]
+            while wrote[0] < 5 and t.is_alive():
+                stop.wait(0.05)
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert not t.is_alive() and not errors and wrote[0] >= 5
+    verify_receipt(receipts[0].to_json(), [signer.public_key])
+    assert rows_holding(db, CARD) == 0
+    assert rows_holding(db, "[redacted]", thread=OTHER) == 0  # the other thread untouched
+    assert rows_holding(db, BOB_SECRET, thread=OTHER) > 0

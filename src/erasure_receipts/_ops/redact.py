@@ -152,6 +152,9 @@ class _Rewriter:
     def __post_init__(self) -> None:
         self._raw = [n.encode("utf-8", "surrogatepass") for n in self.needles]
         self._rep = self.replacement.encode("utf-8", "surrogatepass")
+        self.forms = sorted({f for n in self.needles for f in needle_forms(n)}, key=len)
+        """Every stored form of every spelling (raw, JSON-escaped, ...), searched in a
+        value's bytes before it is decoded."""
 
     def text(self, s: str) -> str:
         for n in self.needles:
@@ -189,6 +192,25 @@ class _Rewriter:
                 return type(v)(*new)
             return type(v)(new)
         return self._object(v, d)
+
+    def contains(self, v: Any, depth: int = 0) -> bool:
+        """Whether a needle occurs in any string (or UTF-8 bytes) of ``v`` (no copies)."""
+        if isinstance(v, str):
+            return any(n in v for n in self.needles)
+        if isinstance(v, bytes | bytearray):
+            return any(n in v for n in self._raw)
+        if v is None or isinstance(v, bool | int | float) or depth > 200:
+            return False
+        d = depth + 1
+        if isinstance(v, dict):
+            return any(self.contains(k, d) or self.contains(x, d) for k, x in v.items())
+        if isinstance(v, list | tuple | set | frozenset):
+            return any(self.contains(x, d) for x in v)
+        if hasattr(v, "__dict__"):
+            return any(self.contains(x, d) for x in vars(v).values())
+        if dataclasses.is_dataclass(v):
+            return any(self.contains(getattr(v, f.name, None), d) for f in dataclasses.fields(v))
+        return self.value(v, depth) is not v
 
     def _object(self, v: Any, depth: int) -> Any:
         fields = getattr(type(v), "model_fields", None)
@@ -244,16 +266,25 @@ def rewrite(
             kind = str(record["type"])
             if kind == "empty":
                 continue
+            if "+" not in kind and not _holds(rw, v):
+                # A plain serde format (msgpack, json, ...) stores every string as its
+                # UTF-8 or JSON text: no form in the bytes, no needle in the object. An
+                # encrypted or compressed one ("msgpack+aes") is always decoded.
+                continue
             try:
                 obj = serde.loads_typed((kind, bytes(v)))
             except Exception:
-                blocked += [col] if _holds(rw, v) else []
+                # Not decodable by this saver's serde (another key, another format): a
+                # needle in it can be neither found nor rewritten, so nothing is claimed.
+                blocked.append(col)
                 continue
             out = rw.value(obj)
             if out is not obj:
                 new["type"], new[col] = serde.dumps_typed(out)
             continue
         if col in _JSON.get(table, ()):
+            if not _holds(rw, v):  # JSON text: every string in one of the JSON forms
+                continue
             text = v.decode("utf-8", "surrogatepass") if isinstance(v, bytes) else str(v)
             try:
                 obj = json.loads(text)
@@ -281,7 +312,7 @@ def _holds(rw: _Rewriter, v: Any) -> bool:
     if not isinstance(v, bytes | bytearray | memoryview):
         return False
     data = bytes(v)
-    return any(f in data for n in rw.needles for f in needle_forms(n))
+    return any(f in data for f in rw.forms)
 
 
 def _still_holds(table: str, record: dict[str, Any], rw: _Rewriter, serde: Serde) -> list[str]:
@@ -344,8 +375,9 @@ def _plan(
         exc = NeedlesFoundError(_redact_locations(blocked, request, forms))
         exc.args = (
             "redaction refused, nothing was changed: a needle is where the saver's serde "
-            "cannot rewrite it (a key column, an encrypted or compressed value, a store "
-            "item's embedding): " + exc.args[0],
+            "cannot rewrite it, or a value the serde cannot decode may hold one (a key "
+            "column, a value encrypted or compressed with another serde, a store item's "
+            "embedding): " + exc.args[0],
         )
         raise exc
     return plans, checkpoints, rows
@@ -446,6 +478,9 @@ def _phase_one(
                 "tombstone": False, "pre_digest": pre_root.hex(),
                 "pre_tables": {k: v.to_json() for k, v in pre_tables.items()},
                 "methods": methods, "checks": checks, "members": members,
+                # The statement as checked in the transaction: recovery completes it
+                # (residue) if this process dies before its statement is journaled.
+                "draft": draft,
             }  # fmt: skip
             backend.write_journal(receipt_id, issued_at, json.dumps(entry, sort_keys=True))
     except PASS_THROUGH:
@@ -486,28 +521,28 @@ def _phase_one(
 
 
 def _read_back(er: Eraser, request: ErasureRequest, before: int, rw: _Rewriter) -> list[Any]:
-    """LangGraph's own API: every checkpoint of the thread loads (``list``, then
-    ``get_tuple`` of each), as many as before, none holding a needle."""
+    """LangGraph's own API: ``list`` loads every checkpoint of the thread (with its
+    metadata and pending writes), as many as before, none holding a needle; ``get_tuple``
+    loads the latest."""
     token = API_CHECK.set(True)
     try:
-        listed = list(er.reader.list({"configurable": {"thread_id": request.thread_id}}))
-        found = 0
-        for t in listed:
-            got = er.reader.get_tuple(t.config)
-            if got is None:
-                found += 1
-                continue
-            for obj in (got.checkpoint, got.metadata, got.pending_writes):
-                if rw.value(obj) is not obj:
-                    found += 1
+        config = {"configurable": {"thread_id": request.thread_id}}
+        listed = list(er.reader.list(config))
+        found = sum(
+            1 for t in listed
+            if rw.contains(t.checkpoint) or rw.contains(t.metadata)
+            or rw.contains(t.pending_writes)
+        )  # fmt: skip
+        latest = er.reader.get_tuple(config)
+        found += latest is None or rw.contains(latest.checkpoint)
     finally:
         API_CHECK.reset(token)
     return [
         ("api_checkpoints_kept", abs(len(listed) - before),
          f"list returns the thread's {len(listed)} checkpoint(s), as before the redaction"),
         ("api_needles_zero", found,
-         "get_tuple loads every listed checkpoint; no needle in its checkpoint, metadata or "
-         "pending writes"),
+         "list loads every checkpoint, get_tuple the latest; no needle in a checkpoint, "
+         "its metadata or pending writes"),
     ]  # fmt: skip
 
 

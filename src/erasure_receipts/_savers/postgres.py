@@ -59,6 +59,8 @@ from .._engine.eraser import Eraser, NamespacesFor, ThreadDigest
 from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
 from .._engine.seams import ResidueScan
 from .._held import HeldWrites, key_of
+from .._ops import compaction as _compaction
+from .._ops.compaction import Compactions, policy_of
 from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import ConfigurationError, ErasureIncompleteError, ThreadErasedError
 from ..log import ReceiptLog
@@ -280,6 +282,9 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             it as ``not_applicable`` (it reads SQLite files).
         refuse_erased_reads: ``get_tuple`` of an erased thread raises
             ``ThreadErasedError`` instead of returning None (see the SQLite saver).
+        erase_compacted: ``True``/``"erase_history"`` or ``"redact"``: the history a
+            compaction (``RemoveMessage``) left behind, erased or redacted once the
+            checkpoint applying it is saved (see the SQLite saver).
     """
 
     def __init__(
@@ -300,6 +305,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -312,6 +318,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
+        self._compactions = Compactions(policy_of(erase_compacted))
 
     @classmethod
     @contextmanager
@@ -386,7 +393,9 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
                 )
 
         key = key_of(config, checkpoint["id"])
-        return self._held_writes.put(key, save, lambda item: self.put_writes(*item))
+        saved = self._held_writes.put(key, save, lambda item: self.put_writes(*item))
+        _compaction.handle(self, self._compactions, config, checkpoint)  # erase_compacted=
+        return saved
 
     def put_writes(
         self,
@@ -408,6 +417,8 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             return self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])
 
         self._held_writes.put_writes((config, writes, task_id, task_path), write, bound)
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            _compaction.handle_late(self, self._compactions, config)
 
 
 class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
@@ -436,6 +447,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -449,6 +461,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
             tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
+        self._compactions = Compactions(policy_of(erase_compacted))
 
     @classmethod
     @asynccontextmanager
@@ -523,7 +536,9 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
                 )
 
         key = key_of(config, checkpoint["id"])
-        return await self._held_writes.aput(key, save, lambda item: self.aput_writes(*item))
+        saved = await self._held_writes.aput(key, save, lambda item: self.aput_writes(*item))
+        await _compaction.ahandle(self, self._compactions, config, checkpoint)
+        return saved
 
     async def aput_writes(
         self,
@@ -546,6 +561,8 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
 
         item = (config, writes, task_id, task_path)
         await self._held_writes.aput_writes(item, write, bound)
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            await _compaction.ahandle_late(self, self._compactions, config)
 
 
 def digest_read_only(

@@ -51,6 +51,8 @@ from .._engine.eraser import Eraser, NamespacesFor, PendingErasure, ThreadDigest
 from .._engine.readback import API_CHECK, AsyncSaverReader, SaverReader
 from .._engine.seams import ResidueScan
 from .._held import HeldWrites, key_of
+from .._ops import compaction as _compaction
+from .._ops.compaction import Compactions, policy_of
 from .._surface import AsyncErasureMethods, ErasureMethods
 from ..errors import (
     ErasedDataRestoredError,
@@ -296,6 +298,13 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             an erased thread stops at its first read - before its nodes write anything
             (e.g. user memory into an erased store namespace). Off by default: LangGraph's
             saver contract returns None for unknown threads.
+        erase_compacted: when a step removes messages (``RemoveMessage``, as
+            ``SummarizationMiddleware`` and sliding windows do), deal with the history
+            that still holds them once the checkpoint applying the removal is saved:
+            ``True``/``"erase_history"`` erases every older checkpoint (a ``history``
+            receipt), ``"redact"`` rewrites the removed texts out of every row of the
+            thread, every checkpoint kept (a ``redaction`` receipt). Failures are logged
+            and retried at the thread's next checkpoint, never raised into the graph.
     """
 
     def __init__(
@@ -313,6 +322,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -323,6 +333,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
+        self._compactions = Compactions(policy_of(erase_compacted))
 
     @classmethod
     @contextmanager
@@ -341,6 +352,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -350,6 +362,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
                 check_erasures=check_erasures, targets=targets,
+                erase_compacted=erase_compacted,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -395,7 +408,9 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
                 )
 
         key = key_of(config, checkpoint["id"])
-        return self._held_writes.put(key, save, lambda item: self.put_writes(*item))
+        saved = self._held_writes.put(key, save, lambda item: self.put_writes(*item))
+        _compaction.handle(self, self._compactions, config, checkpoint)  # erase_compacted=
+        return saved
 
     def put_writes(
         self,
@@ -417,6 +432,8 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             return self._eraser.db.run(sqlite_backend.tombstone_bound, key_of(config)[0])
 
         self._held_writes.put_writes((config, writes, task_id, task_path), write, bound)
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            _compaction.handle_late(self, self._compactions, config)
 
 
 class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
@@ -442,6 +459,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -453,6 +471,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
             tombstone_policy=tombstone_policy, targets=targets,
         )  # fmt: skip
         self.check_erasures = check_erasures
+        self._compactions = Compactions(policy_of(erase_compacted))
         self._tombstones_ready = False
 
     @classmethod
@@ -472,6 +491,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         tombstone_policy: str = "new_conversations",
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
+        erase_compacted: bool | str = False,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
@@ -480,6 +500,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
                 check_erasures=check_erasures, targets=targets,
+                erase_compacted=erase_compacted,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -541,7 +562,9 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 )
 
         key = key_of(config, checkpoint["id"])
-        return await self._held_writes.aput(key, save, lambda item: self.aput_writes(*item))
+        saved = await self._held_writes.aput(key, save, lambda item: self.aput_writes(*item))
+        await _compaction.ahandle(self, self._compactions, config, checkpoint)
+        return saved
 
     async def aput_writes(
         self,
@@ -564,3 +587,5 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
 
         item = (config, writes, task_id, task_path)
         await self._held_writes.aput_writes(item, write, bound)
+        if self._compactions.note(config, writes):  # erase_compacted=: messages removed
+            await _compaction.ahandle_late(self, self._compactions, config)

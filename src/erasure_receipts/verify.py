@@ -318,6 +318,9 @@ def _check_targets(
     """The targets (RECEIPT_SPEC.md 9.12) are exactly the ``target:`` tables and method
     groups, each with its target's method; returns the tables and methods without them,
     for the rules of the scope's own tables."""
+    names = [t["name"] for t in p.get("targets") or ()]
+    if names != sorted(set(names)):
+        raise mismatch("targets must be sorted by name, each name once")
     targets = {f"target:{t['name']}": t for t in p.get("targets") or ()}
     if targets and p.get("kind") not in ("thread", "subject"):
         raise mismatch("only thread and subject receipts erase targets")

@@ -5,6 +5,11 @@ before anything is deleted. Raw rows are read through separate connections."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from erasure_receipts import (
     AttestingPostgresSaver,
     ConfigurationError,
+    Receipt,
     Signer,
     SqlTarget,
     verify_receipt,
@@ -125,3 +131,79 @@ def test_bad_targets_refused_postgres(
             saver.erase_thread(THREAD, targets=[target])
     assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
     assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+
+
+@pytest.fixture
+def other_pg_db(pg_dsn: str) -> Iterator[str]:
+    """A second database on the server: where the target table lives."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+KILL_BEFORE_SWEEP = """
+import os, sys
+from erasure_receipts import AttestingPostgresSaver, Signer, SqlTarget
+from erasure_receipts._backends import targets as parts
+
+def die(self):
+    os.kill(os.getpid(), 9)
+
+parts.OtherDatabasePart.sweep = die
+dsn, other, archive, thread = sys.argv[1:5]
+target = SqlTarget("refund_grants", "thread_id", database=other)
+with AttestingPostgresSaver.from_conn_string(
+    dsn, signer=Signer.from_seed(bytes(range(32))), archive=archive, targets=[target]
+) as saver:
+    saver.erase_thread(thread)
+print("not killed")
+"""
+
+
+def test_kill_9_between_commit_and_sweep_postgres(
+    pg_db: str, other_pg_db: str, tmp_path: Path, signer: Signer
+) -> None:
+    """A PostgreSQL saver whose target is a table of another PostgreSQL database: the
+    process dies after the checkpoints' commit, before the sweep; recovery issues the
+    one receipt and the target's rows are 0."""
+    with connect(other_pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(other_pg_db, saver, [THREAD, BYSTANDERS[0]])
+    other = fingerprint(other_pg_db, "refund_grants", "thread_id <> %s", (THREAD,))
+    archive = tmp_path / "archive"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_BEFORE_SWEEP, pg_db, other_pg_db, str(archive), THREAD],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == 0
+    assert count(other_pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+    target = SqlTarget("refund_grants", "thread_id", database=other_pg_db)
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, archive=archive, targets=[target]
+    ) as saver:
+        assert len(saver.recover_receipts(min_age_seconds=0)) == 1
+        assert saver.recover_receipts(min_age_seconds=0) == []
+    assert count(other_pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(other_pg_db, "refund_grants", "thread_id <> %s", (THREAD,)) == other
+    [path] = archive.glob("*.json")
+    receipt = Receipt.from_json(path.read_bytes())
+    p = receipt.statement["predicate"]
+    assert p["methods"]["target:refund_grants"] == "sweep"
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    assert "issued_from_journal" in [c["name"] for c in p["checks"]]
+    verify_receipt(receipt.to_json(), [signer.public_key])

@@ -372,3 +372,40 @@ def test_privacy_mode_refuses_targets_before_anything_is_deleted(
             )  # fmt: skip
     assert raw_rows(db, "checkpoints", "thread_id = ?", (THREAD,))
     assert len(grants(db, THREAD)) == 2
+
+
+def test_locate_searches_the_savers_targets(ledger_db: Path, signer: Signer) -> None:
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as saver:
+        run_chats(db, saver, [THREAD])
+        found = [loc for loc in saver.locate([EMAIL]) if loc.table == "target:refund_grants"]
+    assert {loc.column for loc in found} == {"reason"} and len(found) == 2
+    assert all(loc.via == "target" for loc in found)
+
+
+async def test_async_saver_erases_targets(ledger_db: Path, signer: Signer) -> None:
+    from erasure_receipts import AsyncAttestingSqliteSaver
+
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+    other = grants(db, BYSTANDERS[0])
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[dependent()]
+    ) as asaver:
+        receipt = await asaver.aerase_thread(THREAD)
+        subject = await asaver.aerase_subject("carol", threads=[BYSTANDERS[0]])
+        with pytest.raises(ConfigurationError, match="a table is one target"):
+            await asaver.aerase_thread(
+                "x", targets=[SqlTarget("refund_grants", "thread_id", name="again")]
+            )
+    assert grants(db, THREAD) == [] and grants(db, BYSTANDERS[0]) == []
+    assert receipt.statement["predicate"]["pre_state"]["tables"]["target:refund_grants"][
+        "rows"] == 2  # fmt: skip
+    units = {u["name"]: u for u in subject.statement["predicate"]["units"]}
+    ledger = units[f"thread:{BYSTANDERS[0]}"]["tables"]["target:refund_grants"]
+    assert ledger["rows"] == len(other) == 2
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    verify_receipt(subject.to_json(), [signer.public_key])

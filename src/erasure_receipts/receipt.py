@@ -682,7 +682,9 @@ def _validate(st: Any, full: bool) -> None:
 
 
 _K_TARGET = frozenset(("name", "type", "key", "method"))
-_K_TARGET_OPT = frozenset(("table", "key_column", "database", "after", "store", "metadata_key"))
+_K_TARGET_OPT = frozenset(
+    ("table", "key_column", "database", "after", "store", "metadata_key", "tombstone")
+)
 TARGET_TYPES = ("sql", "vectorstore", "function")
 """``targets[].type`` (RECEIPT_SPEC.md 9.12)."""
 
@@ -711,6 +713,8 @@ def _targets(targets: Any) -> None:
                 _str(t[k], (path, i, k), max_len=256)
         if "database" in t:
             _str(t["database"], (path, i, "database"), max_len=4096)
+        if "tombstone" in t and t["tombstone"] is not True:
+            raise _fail((path, i, "tombstone"), "must be true when present")
 
 
 def statement_is_valid(st: Any) -> bool:

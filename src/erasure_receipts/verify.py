@@ -338,6 +338,8 @@ def _check_targets(
             )
         if t["key"] == "subject" and p.get("kind") != "subject":
             raise mismatch(f"{name} is keyed by subject, in a {p.get('kind')} receipt")
+        if t.get("tombstone") and not p["scope"]["tombstone"]:
+            raise mismatch(f"{name} claims a tombstone the scope does not have")
     return tables - listed, {k: v for k, v in methods.items() if k not in grouped}
 
 

@@ -1208,7 +1208,8 @@ TARGETS_MEMBER = [
     {"name": "ledger-copy", "type": "sql", "key": "thread", "method": "sweep",
      "table": "refund_grants", "key_column": "thread_id", "database": "/var/lib/app/ledger.db"},
     {"name": "refund_grants", "type": "sql", "key": "thread", "method": "atomic-transaction",
-     "table": "refund_grants", "key_column": "thread_id", "after": "threads_verified_gone"},
+     "table": "refund_grants", "key_column": "thread_id", "after": "threads_verified_gone",
+     "tombstone": True},
 ]  # fmt: skip
 
 

@@ -207,3 +207,26 @@ def test_kill_9_between_commit_and_sweep_postgres(
     assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
     assert "issued_from_journal" in [c["name"] for c in p["checks"]]
     verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_late_grant_for_the_erased_thread_is_refused_postgres(pg_db: str, signer: Signer) -> None:
+    import psycopg
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    target = SqlTarget("refund_grants", "thread_id")
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, targets=[target]) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+        receipt = saver.erase_thread(THREAD)
+        assert receipt.statement["predicate"]["targets"][0]["tombstone"] is True
+        with connect(pg_db) as app, pytest.raises(psycopg.errors.RaiseException, match="erased"):
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id, consumed) "
+                        "VALUES ('late', %s, 1)", (THREAD,))  # fmt: skip
+        with connect(pg_db) as app:
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id, consumed) "
+                        "VALUES ('ok', %s, 1)", (BYSTANDERS[1],))  # fmt: skip
+        # a second erasure finds the trigger in place
+        saver.erase_thread(BYSTANDERS[0])
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert count(pg_db, "refund_grants", "thread_id = %s", (BYSTANDERS[1],)) == 1

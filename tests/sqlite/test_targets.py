@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -62,7 +63,13 @@ def make_graph(db: Path, saver: Any) -> Any:
             n = app.execute("SELECT count(*) FROM refund_grants").fetchone()[0]
             app.execute(
                 "INSERT INTO refund_grants VALUES (?, ?, ?, ?, ?, 1)",
-                (f"g-{n:04d}", tid, 1250 + n, asked, json.dumps({"by": tid}).encode()),
+                (
+                    f"g-{uuid.uuid4().hex[:12]}",
+                    tid,
+                    1250 + n,
+                    asked,
+                    json.dumps({"by": tid}).encode(),
+                ),
             )
         return {"messages": [AIMessage(content=f"Refund granted for {tid}.")]}
 
@@ -133,7 +140,7 @@ def test_refund_ledger_erased_with_the_thread(
     assert p["post_state"]["tables"]["target:refund_grants"] == {"rows": 0, "bytes": 0}
     assert p["targets"] == [
         {"name": "refund_grants", "type": "sql", "key": "thread", "method": "atomic-transaction",
-         "table": "refund_grants", "key_column": "thread_id"}
+         "table": "refund_grants", "key_column": "thread_id", "tombstone": True}
     ]  # fmt: skip
     expected = digest_of(copy, [
         ("checkpoints", "checkpoints", "thread_id = ?", (THREAD,)),
@@ -409,3 +416,27 @@ async def test_async_saver_erases_targets(ledger_db: Path, signer: Signer) -> No
     assert ledger["rows"] == len(other) == 2
     verify_receipt(receipt.to_json(), [signer.public_key])
     verify_receipt(subject.to_json(), [signer.public_key])
+
+
+def test_a_late_grant_for_the_erased_thread_is_refused(ledger_db: Path, signer: Signer) -> None:
+    """The tombstone guards the target table too: a graph still running on the erased
+    thread cannot write a grant for it; a bystander can; a new conversation under the
+    id (policy new_conversations) can, once it has started."""
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+        saver.erase_thread(THREAD)
+        with sqlite3.connect(db) as app, pytest.raises(sqlite3.IntegrityError, match="erased"):
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id) VALUES ('late', ?)",
+                        (THREAD,))  # fmt: skip
+        with sqlite3.connect(db) as app, pytest.raises(sqlite3.IntegrityError, match="erased"):
+            app.execute("UPDATE refund_grants SET thread_id = ? WHERE thread_id = ?",
+                        (THREAD, BYSTANDERS[0]))  # fmt: skip
+        with sqlite3.connect(db) as app:
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id) VALUES ('ok', ?)",
+                        (BYSTANDERS[1],))  # fmt: skip
+        assert grants(db, THREAD) == []
+        run_chats(db, saver, [THREAD])  # a new conversation: its tool's grants are written
+    assert len(grants(db, THREAD)) == 2

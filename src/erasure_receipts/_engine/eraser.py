@@ -39,7 +39,9 @@ from .._backends.targets import (
     ItemsPart,
     OtherDatabasePart,
     check_sql_target,
+    ensure_target_trigger,
     find_sql_needles,
+    guarded,
     label,
     sql_target_part,
 )
@@ -366,6 +368,14 @@ class TargetsBackend(GuardedBackend):
                 out += [{"table": label(t), "key": k, "via": "target"}
                         for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
         return out
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """The inner tombstone, and a trigger on each thread-keyed table target of the
+        database that refuses a late insert for the tombstoned thread ids."""
+        self.inner.write_tombstone(receipt_id, erased_at)
+        for t in self._targets:
+            if guarded(True, t):
+                ensure_target_trigger(self._kind, self._handle, t)
 
     def close(self) -> None:
         """Connections of their own closed."""

@@ -9,12 +9,14 @@ through fresh connections.
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sqlite3
 import subprocess
 import sys
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -59,7 +61,7 @@ def make_graph(db: Path, saver: Any) -> Any:
     def refund_tool(state: State, config: RunnableConfig) -> dict[str, Any]:
         tid = config["configurable"]["thread_id"]
         asked = str(state["messages"][0].content)
-        with sqlite3.connect(db) as app:
+        with closing(sqlite3.connect(db)) as app, app:  # closed: no handle outlives the call
             n = app.execute("SELECT count(*) FROM refund_grants").fetchone()[0]
             app.execute(
                 "INSERT INTO refund_grants VALUES (?, ?, ?, ?, ?, 1)",
@@ -440,3 +442,35 @@ def test_a_late_grant_for_the_erased_thread_is_refused(ledger_db: Path, signer: 
         assert grants(db, THREAD) == []
         run_chats(db, saver, [THREAD])  # a new conversation: its tool's grants are written
     assert len(grants(db, THREAD)) == 2
+
+
+def test_replay_after_a_restore_erases_the_targets_again(
+    ledger_db: Path, tmp_path: Path, signer: Signer
+) -> None:
+    db = ledger_db
+    archive = tmp_path / "receipts"
+    backup = tmp_path / "backup.db"
+    targets = [SqlTarget("refund_grants", "thread_id")]
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive, targets=targets
+    ) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+        saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copy(db, backup)
+        first = saver.erase_thread(THREAD)
+    gc.collect()  # every reader's connection closed before the file is replaced
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.copy(backup, db)  # the restore brings the grant rows back too
+    assert len(grants(db, THREAD)) == 2
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive, targets=targets
+    ) as saver:
+        result = saver.replay_erasures(archive)
+    assert result.ok and result.re_erased == 1
+    assert grants(db, THREAD) == [] and len(grants(db, BYSTANDERS[0])) == 2
+    [again] = result.receipts
+    p = again.statement["predicate"]
+    assert p["replay_of"] == first.receipt_id
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    verify_receipt(again.to_json(), [signer.public_key])

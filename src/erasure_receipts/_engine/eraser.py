@@ -299,6 +299,14 @@ def _handle(base: Any) -> Any:
     return base.conn if base.kind == "sqlite" else base.session
 
 
+def _close_targets(backend: Any) -> None:
+    """Close the connections a request's targets opened to other databases."""
+    while backend is not None:
+        if isinstance(backend, TargetsBackend):
+            backend.close()
+        backend = getattr(backend, "inner", None)
+
+
 class TargetsBackend(GuardedBackend):
     """A backend with its request's targets as parts: tables of the database in its
     transaction, the rest measured there and swept after the commit."""
@@ -623,6 +631,8 @@ class Eraser:
                     ) from exc
                 time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
                 continue
+            finally:
+                _close_targets(backend)
             log.info(
                 "erased %s%s: %d rows, receipt %s",
                 "the history of " if request.kind == "history" else "",
@@ -639,7 +649,10 @@ class Eraser:
             request_from_journal(entry, receipt_id, self.commitment_keys)
         )
         backend = self.backend(handle, request, self.residue_scan)
-        outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        try:
+            outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        finally:
+            _close_targets(backend)
         _log_residue(outcome.residue)
         return outcome
 

@@ -230,3 +230,25 @@ def test_a_late_grant_for_the_erased_thread_is_refused_postgres(pg_db: str, sign
         saver.erase_thread(BYSTANDERS[0])
     assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
     assert count(pg_db, "refund_grants", "thread_id = %s", (BYSTANDERS[1],)) == 1
+
+
+def test_a_needle_in_another_threads_grant_refuses_postgres(pg_db: str, signer: Signer) -> None:
+    """The needle is in a bytea column of a bystander's grant (raw bytes, not hex text):
+    the subject erasure is refused before anything is deleted."""
+    from erasure_receipts import NeedlesFoundError
+
+    needle = "carol.refund@example.com"
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+        c.execute("INSERT INTO refund_grants VALUES ('x', %s, 1, 'r', %s, 1)",
+                  (BYSTANDERS[0], json.dumps({"email": needle}).encode()))  # fmt: skip
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD])
+        n = count(pg_db, "checkpoints", "thread_id = %s", (THREAD,))
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_subject("carol", threads=[THREAD], needles=[needle],
+                                targets=[SqlTarget("refund_grants", "thread_id")])  # fmt: skip
+    assert "target:refund_grants" in str(err.value) and "column=payload" in str(err.value)
+    assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2

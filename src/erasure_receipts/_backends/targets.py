@@ -135,7 +135,10 @@ def find_sql_needles(
         pg = describe(handle, target.table)
         assert pg is not None
         names = pg.columns
-        sel = ", ".join(f"convert_to(\"{n}\"::text, 'UTF8')" for n in names)
+        sel = ", ".join(
+            f'"{n}"' if t == "bytea" else f"convert_to(\"{n}\"::text, 'UTF8')"
+            for n, t in zip(names, pg.types, strict=True)
+        )
         rows = handle.query(
             f'SELECT {sel} FROM "{target.table}" WHERE {col} IS NULL OR NOT ({col} = ANY(%s))',
             (list(values),),

@@ -249,6 +249,17 @@ def test_a_needle_in_another_threads_grant_refuses_postgres(pg_db: str, signer: 
         with pytest.raises(NeedlesFoundError) as err:
             saver.erase_subject("carol", threads=[THREAD], needles=[needle],
                                 targets=[SqlTarget("refund_grants", "thread_id")])  # fmt: skip
-    assert "target:refund_grants" in str(err.value) and "column=payload" in str(err.value)
-    assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
-    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+        assert "target:refund_grants" in str(err.value) and "column=payload" in str(err.value)
+        assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
+        assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+        with connect(pg_db) as c:  # the bystander's copy handled: now the erasure passes
+            c.execute("DELETE FROM refund_grants WHERE grant_id = 'x'")
+        receipt = saver.erase_subject(  # (the target table locked with the others)
+            "carol",
+            threads=[THREAD],
+            needles=[needle],
+            targets=[SqlTarget("refund_grants", "thread_id")],
+        )
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert receipt.statement["predicate"]["needles"]["searched"] == "database"
+    verify_receipt(receipt.to_json(), [signer.public_key])

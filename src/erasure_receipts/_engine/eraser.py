@@ -338,6 +338,9 @@ class TargetsBackend(GuardedBackend):
                     part = ItemsPart(t, value, label(t), label(t), unit)
                 part.after = getattr(t, "after", None)
                 self._parts.append(part)
+        if getattr(base, "lock_tables", ()):  # PostgreSQL: a search must hold at commit
+            own = [t.table for t in self._targets if isinstance(t, SqlTarget) and not t.database]
+            base.lock_tables = tuple(dict.fromkeys([*base.lock_tables, *own]))
         self.prepare()
 
     def parts(self) -> Sequence[Part]:

@@ -319,12 +319,16 @@ class TargetsBackend(GuardedBackend):
                 "targets= are not available in privacy mode (their names and databases "
                 "would be in the receipt in clear)"
             )
-        if base.kind not in ("sqlite", "postgres"):
-            raise ConfigurationError(f"targets= need a SQLite or PostgreSQL saver, not {base.kind}")
-        self._kind = base.kind
-        self._handle = _handle(base)
         self._request = request
         self._targets = applies(request)
+        tables = [t for t in self._targets if isinstance(t, SqlTarget) and t.database is None]
+        if tables and base.kind not in ("sqlite", "postgres"):
+            raise ConfigurationError(
+                f"a table target of the saver's database needs a SQLite or PostgreSQL saver, "
+                f"not {base.kind}"
+            )
+        self._kind = base.kind
+        self._handle = _handle(base) if tables else None
         self._parts: list[Part] = []
         for t in self._targets:
             for value, unit in target_values(request, t):

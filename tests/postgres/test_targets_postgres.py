@@ -263,3 +263,24 @@ def test_a_needle_in_another_threads_grant_refuses_postgres(pg_db: str, signer: 
     assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
     assert receipt.statement["predicate"]["needles"]["searched"] == "database"
     verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+async def test_async_postgres_saver_erases_targets(pg_db: str, signer: Signer) -> None:
+    from erasure_receipts import AsyncAttestingPostgresSaver
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+    before = fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,))
+    async with AsyncAttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as asaver:
+        receipt = await asaver.aerase_thread(THREAD)
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,)) == before
+    p = receipt.statement["predicate"]
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    assert p["targets"][0]["tombstone"] is True
+    verify_receipt(receipt.to_json(), [signer.public_key])

@@ -380,7 +380,7 @@ class TargetsBackend(GuardedBackend):
             elif callable(getattr(t, "locate", None)):  # items outside the erased scope
                 erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
                           for k in p.measured}  # fmt: skip
-                out += [{"table": label(t), "key": k, "via": "target"}
+                out += [{"table": label(t), "key": k, "column": "document", "via": "target"}
                         for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
         return out
 

@@ -187,8 +187,13 @@ class OtherDatabasePart:
             conn = psycopg.connect(t.database, autocommit=True)
             self._kind, self._handle = "postgres", SyncSession(conn)
         else:
+            from pathlib import Path
+            from urllib.request import pathname2url
+
             self._kind = "sqlite"
-            self._handle = sqlite3.connect(t.database, isolation_level=None,
+            # mode=rw: a mistyped path is an error, never a new empty database file
+            uri = f"file:{pathname2url(str(Path(t.database).absolute()))}?mode=rw"
+            self._handle = sqlite3.connect(uri, uri=True, isolation_level=None,
                                            check_same_thread=False)  # fmt: skip
         check_sql_target(self._kind, self._handle, t)
         self._inner = sql_target_part(self._kind, self._handle, t, self.value, self.unit)

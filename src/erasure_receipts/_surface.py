@@ -646,7 +646,9 @@ class ErasureMethods(_Configured):
     def locate(self, needles: Iterable[str]) -> list[Location]:
         """Every stored location of each value: all checkpoint tables and the store
         (rows of this database by raw byte search, a store elsewhere through its API),
-        in its raw UTF-8 form and its JSON ``\\uXXXX``-escaped forms. Read-only."""
+        and the saver's erasure targets that can be searched (tables of this database,
+        vector stores whose documents can be listed), in its raw UTF-8 form and its
+        JSON ``\\uXXXX``-escaped forms. Read-only."""
         values = _subject._needles(needles)
         self._eraser.db.resolve_store()
         return _subject.locate(self._eraser, values)

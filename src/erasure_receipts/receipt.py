@@ -719,7 +719,9 @@ def _validate(st: Any, full: bool) -> None:
 
 
 _K_TARGET = frozenset(("name", "type", "key", "method"))
-_K_TARGET_OPT = frozenset(("table", "key_column", "database", "after", "store", "metadata_key"))
+_K_TARGET_OPT = frozenset(
+    ("table", "key_column", "database", "after", "store", "metadata_key", "tombstone")
+)
 TARGET_TYPES = ("sql", "vectorstore", "function")
 """``targets[].type`` (RECEIPT_SPEC.md 9.13)."""
 
@@ -729,12 +731,12 @@ def _target_name(v: str) -> bool:
 
 
 def _targets(targets: Any) -> None:
-    """The ``targets`` member (9.13): one entry per target, sorted by unique name."""
+    """The ``targets`` member (9.13): one entry per target (their order and uniqueness
+    are semantics: ``verify``)."""
     path = "predicate.targets"
-    names = []
     for i, t in enumerate(_list(targets, path, 1)):
         t = _obj(t, (path, i), _K_TARGET, _K_TARGET_OPT)
-        names.append(_str(t["name"], (path, i, "name"), _target_name))
+        _str(t["name"], (path, i, "name"), _target_name)
         if t["type"] not in TARGET_TYPES:
             raise _fail((path, i, "type"), f"unknown target type {t['type']!r}")
         if t["key"] not in ("thread", "subject"):
@@ -748,8 +750,8 @@ def _targets(targets: Any) -> None:
                 _str(t[k], (path, i, k), max_len=256)
         if "database" in t:
             _str(t["database"], (path, i, "database"), max_len=4096)
-    if names != sorted(set(names)):
-        raise _fail(path, "must be sorted by unique name")
+        if "tombstone" in t and t["tombstone"] is not True:
+            raise _fail((path, i, "tombstone"), "must be true when present")
 
 
 def _deferral(v: Any) -> str:

@@ -349,4 +349,8 @@ def check_targets(targets: Any, what: str = "targets=") -> tuple[Any, ...]:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigurationError(f"{what}: target names must be unique; repeated: {dup}")
+    tables = [(t.database, t.table) for t in out if isinstance(t, SqlTarget)]
+    twice = sorted({t for _, t in tables if sum(1 for x in tables if x[1] == t) > 1})
+    if len(set(tables)) < len(tables):  # its rows would be measured (and erased) twice
+        raise ConfigurationError(f"{what}: a table is one target; given twice: {twice}")
     return tuple(out)

@@ -387,6 +387,9 @@ def _check_targets(
     """The targets (RECEIPT_SPEC.md 9.13) are exactly the ``target:`` tables and method
     groups, each with its target's method; returns the tables and methods without them,
     for the rules of the scope's own tables."""
+    names = [t["name"] for t in p.get("targets") or ()]
+    if names != sorted(set(names)):
+        raise mismatch("targets must be sorted by name, each name once")
     targets = {f"target:{t['name']}": t for t in p.get("targets") or ()}
     if targets and p.get("kind") not in ("thread", "subject"):
         raise mismatch("only thread and subject receipts erase targets")
@@ -404,6 +407,8 @@ def _check_targets(
             )
         if t["key"] == "subject" and p.get("kind") != "subject":
             raise mismatch(f"{name} is keyed by subject, in a {p.get('kind')} receipt")
+        if t.get("tombstone") and not p["scope"]["tombstone"]:
+            raise mismatch(f"{name} claims a tombstone the scope does not have")
     return tables - listed, {k: v for k, v in methods.items() if k not in grouped}
 
 

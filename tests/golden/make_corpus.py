@@ -1087,6 +1087,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     cases.update(_namespace_bad_cases())
     cases.update(_redaction_bad_cases())
     cases.update(_deferral_bad_cases())
+    cases.update(_targets_bad_cases())
     return cases
 
 
@@ -1393,6 +1394,110 @@ def _deferral_good_cases() -> dict[str, Callable[[], bytes]]:
 
 
 # -- end of kind "deferral" ---------------------------------------------------------------
+# -- erasure targets (section 9.13) -------------------------------------------------------
+
+TARGETS_ID = "6d0a4e8c-3f5b-4c7d-8e9f-4a5b6c7d8e9f"
+TARGETS_THREAD = "refund-chat-1"
+TARGETS_MEMBER = [
+    {"name": "ledger-copy", "type": "sql", "key": "thread", "method": "sweep",
+     "table": "refund_grants", "key_column": "thread_id", "database": "/var/lib/app/ledger.db"},
+    {"name": "refund_grants", "type": "sql", "key": "thread", "method": "atomic-transaction",
+     "table": "refund_grants", "key_column": "thread_id", "after": "threads_verified_gone",
+     "tombstone": True},
+]  # fmt: skip
+
+
+def _grant_row(label: str, grant_id: str, amount: int) -> Row:
+    cols = (("grant_id", grant_id), ("thread_id", TARGETS_THREAD), ("amount_cents", amount),
+            ("reason", "refund please"), ("payload", b'{"by": "refund-chat-1"}'),
+            ("consumed", 1))  # fmt: skip
+    return label, digest.encode_row("refund_grants", (grant_id,), cols)
+
+
+def targets_statement() -> dict[str, Any]:
+    """``erase_thread`` with two targets: the grant ledger in the saver's database (a
+    dependent target, erased in the transaction) and its copy in another database
+    (swept after the commit). Tables in name order; target leaves name the stored
+    table."""
+    t = TARGETS_THREAD
+    cp = digest.encode_row("checkpoints", (t, "", "1f0a"), (
+        ("thread_id", t), ("checkpoint_ns", ""), ("checkpoint_id", "1f0a"),
+        ("parent_checkpoint_id", None), ("type", "msgpack"), ("checkpoint", b"\x81"),
+        ("metadata", b"{}")))  # fmt: skip
+    rows = [
+        ("checkpoints", cp),
+        _grant_row("target:ledger-copy", "g-0001", 1251),
+        _grant_row("target:refund_grants", "g-0000", 1250),
+        _grant_row("target:refund_grants", "g-0001", 1251),
+    ]
+    tables = ("checkpoints", "target:ledger-copy", "target:refund_grants", "writes")
+    pre, empty = _measure(rows, tables), _measure([], tables)
+    st = thread_kind_statement(
+        receipt_id=TARGETS_ID, thread_id=t,
+        scope={"thread_id": t, "checkpoint_namespaces": "all", "store_namespaces": [],
+               "tombstone": True, "tombstone_policy": "new_conversations"},
+        subject_name=f"langgraph-thread:{t}",
+        pre_digest=pre["digest"]["sha256"], pre_tables=pre["tables"],
+        post_digest=empty["digest"]["sha256"], post_tables=empty["tables"],
+        methods={"checkpoints": "atomic-transaction", "target:ledger-copy": "sweep",
+                 "target:refund_grants": "atomic-transaction"},
+        checks=[_check("raw_rows_zero_in_transaction"), _check("raw_rows_zero_after_commit"),
+                _check("target_swept_after_commit",
+                       "target:ledger-copy: 1 row(s) deleted after the commit"),
+                _check("api_get_tuple_none"), _check("api_list_empty")],
+    )  # fmt: skip
+    st["predicate"]["targets"] = copy.deepcopy(TARGETS_MEMBER)
+    return st
+
+
+def _without_targets_member(p: dict[str, Any]) -> None:
+    del p["targets"]
+
+
+def _target_method_differs(p: dict[str, Any]) -> None:
+    p["methods"]["target:refund_grants"] = "sweep"
+
+
+def _target_without_table(p: dict[str, Any]) -> None:
+    for state in (p["pre_state"], p["post_state"]):
+        state["tables"].pop("target:ledger-copy")
+    p["pre_state"]["leaves"] -= 1
+    del p["methods"]["target:ledger-copy"]
+
+
+def _history_with_target(p: dict[str, Any]) -> None:
+    p["targets"] = [copy.deepcopy(TARGETS_MEMBER[1])]
+    for state in (p["pre_state"], p["post_state"]):
+        state["tables"]["target:refund_grants"] = {"rows": 0, "bytes": 0}
+    p["methods"]["target:refund_grants"] = "atomic-transaction"
+
+
+def _targets_unsorted(p: dict[str, Any]) -> None:
+    p["targets"].reverse()
+
+
+def _targets_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    T = targets_statement
+    return {
+        "targets_member_missing": (_kind_resigned(T, _without_targets_member), 1,
+            "scope_mismatch", "target tables and methods, but no targets member naming them"),
+        "targets_method_mismatch": (_kind_resigned(T, _target_method_differs), 1,
+            "scope_mismatch", "methods says sweep for a target the targets member says is "
+            "atomic-transaction"),
+        "targets_table_missing": (_kind_resigned(T, _target_without_table), 1,
+            "scope_mismatch", "a target of the targets member with no table in the states"),
+        "targets_in_history": (_kind_resigned(history_statement, _history_with_target), 1,
+            "scope_mismatch", "a history receipt erasing a target (the thread lives on)"),
+        "targets_unsorted": (_kind_resigned(T, _targets_unsorted), 1, "scope_mismatch",
+            "targets member not sorted by name"),
+    }  # fmt: skip
+
+
+def _targets_good_cases() -> dict[str, Callable[[], bytes]]:
+    return {"thread-targets.json": lambda: _signed(targets_statement())}
+
+
+# -- end of erasure targets ----------------------------------------------------------------
 
 
 def good_cases() -> dict[str, Callable[[], bytes]]:
@@ -1415,6 +1520,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         **_namespace_good_cases(),
         **_redaction_good_cases(),
         **_deferral_good_cases(),
+        **_targets_good_cases(),
     }
 
 

@@ -5,6 +5,11 @@ before anything is deleted. Raw rows are read through separate connections."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 from erasure_receipts import (
     AttestingPostgresSaver,
     ConfigurationError,
+    Receipt,
     Signer,
     SqlTarget,
     verify_receipt,
@@ -125,3 +131,156 @@ def test_bad_targets_refused_postgres(
             saver.erase_thread(THREAD, targets=[target])
     assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
     assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+
+
+@pytest.fixture
+def other_pg_db(pg_dsn: str) -> Iterator[str]:
+    """A second database on the server: where the target table lives."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+KILL_BEFORE_SWEEP = """
+import os, sys
+from erasure_receipts import AttestingPostgresSaver, Signer, SqlTarget
+from erasure_receipts._backends import targets as parts
+
+def die(self):
+    os.kill(os.getpid(), 9)
+
+parts.OtherDatabasePart.sweep = die
+dsn, other, archive, thread = sys.argv[1:5]
+target = SqlTarget("refund_grants", "thread_id", database=other)
+with AttestingPostgresSaver.from_conn_string(
+    dsn, signer=Signer.from_seed(bytes(range(32))), archive=archive, targets=[target]
+) as saver:
+    saver.erase_thread(thread)
+print("not killed")
+"""
+
+
+def test_kill_9_between_commit_and_sweep_postgres(
+    pg_db: str, other_pg_db: str, tmp_path: Path, signer: Signer
+) -> None:
+    """A PostgreSQL saver whose target is a table of another PostgreSQL database: the
+    process dies after the checkpoints' commit, before the sweep; recovery issues the
+    one receipt and the target's rows are 0."""
+    with connect(other_pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(other_pg_db, saver, [THREAD, BYSTANDERS[0]])
+    other = fingerprint(other_pg_db, "refund_grants", "thread_id <> %s", (THREAD,))
+    archive = tmp_path / "archive"
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_BEFORE_SWEEP, pg_db, other_pg_db, str(archive), THREAD],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == 0
+    assert count(other_pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+    target = SqlTarget("refund_grants", "thread_id", database=other_pg_db)
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, archive=archive, targets=[target]
+    ) as saver:
+        assert len(saver.recover_receipts(min_age_seconds=0)) == 1
+        assert saver.recover_receipts(min_age_seconds=0) == []
+    assert count(other_pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(other_pg_db, "refund_grants", "thread_id <> %s", (THREAD,)) == other
+    [path] = archive.glob("*.json")
+    receipt = Receipt.from_json(path.read_bytes())
+    p = receipt.statement["predicate"]
+    assert p["methods"]["target:refund_grants"] == "sweep"
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    assert "issued_from_journal" in [c["name"] for c in p["checks"]]
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_late_grant_for_the_erased_thread_is_refused_postgres(pg_db: str, signer: Signer) -> None:
+    import psycopg
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    target = SqlTarget("refund_grants", "thread_id")
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, targets=[target]) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+        receipt = saver.erase_thread(THREAD)
+        assert receipt.statement["predicate"]["targets"][0]["tombstone"] is True
+        with connect(pg_db) as app, pytest.raises(psycopg.errors.RaiseException, match="erased"):
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id, consumed) "
+                        "VALUES ('late', %s, 1)", (THREAD,))  # fmt: skip
+        with connect(pg_db) as app:
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id, consumed) "
+                        "VALUES ('ok', %s, 1)", (BYSTANDERS[1],))  # fmt: skip
+        # a second erasure finds the trigger in place
+        saver.erase_thread(BYSTANDERS[0])
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert count(pg_db, "refund_grants", "thread_id = %s", (BYSTANDERS[1],)) == 1
+
+
+def test_a_needle_in_another_threads_grant_refuses_postgres(pg_db: str, signer: Signer) -> None:
+    """The needle is in a bytea column of a bystander's grant (raw bytes, not hex text):
+    the subject erasure is refused before anything is deleted."""
+    from erasure_receipts import NeedlesFoundError
+
+    needle = "carol.refund@example.com"
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+        c.execute("INSERT INTO refund_grants VALUES ('x', %s, 1, 'r', %s, 1)",
+                  (BYSTANDERS[0], json.dumps({"email": needle}).encode()))  # fmt: skip
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD])
+        n = count(pg_db, "checkpoints", "thread_id = %s", (THREAD,))
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_subject("carol", threads=[THREAD], needles=[needle],
+                                targets=[SqlTarget("refund_grants", "thread_id")])  # fmt: skip
+        assert "target:refund_grants" in str(err.value) and "column=payload" in str(err.value)
+        assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == n
+        assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+        with connect(pg_db) as c:  # the bystander's copy handled: now the erasure passes
+            c.execute("DELETE FROM refund_grants WHERE grant_id = 'x'")
+        receipt = saver.erase_subject(  # (the target table locked with the others)
+            "carol",
+            threads=[THREAD],
+            needles=[needle],
+            targets=[SqlTarget("refund_grants", "thread_id")],
+        )
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert receipt.statement["predicate"]["needles"]["searched"] == "database"
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+async def test_async_postgres_saver_erases_targets(pg_db: str, signer: Signer) -> None:
+    from erasure_receipts import AsyncAttestingPostgresSaver
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+    before = fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,))
+    async with AsyncAttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as asaver:
+        receipt = await asaver.aerase_thread(THREAD)
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,)) == before
+    p = receipt.statement["predicate"]
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    assert p["targets"][0]["tombstone"] is True
+    verify_receipt(receipt.to_json(), [signer.public_key])

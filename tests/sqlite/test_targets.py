@@ -9,11 +9,14 @@ through fresh connections.
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -58,11 +61,17 @@ def make_graph(db: Path, saver: Any) -> Any:
     def refund_tool(state: State, config: RunnableConfig) -> dict[str, Any]:
         tid = config["configurable"]["thread_id"]
         asked = str(state["messages"][0].content)
-        with sqlite3.connect(db) as app:
+        with closing(sqlite3.connect(db)) as app, app:  # closed: no handle outlives the call
             n = app.execute("SELECT count(*) FROM refund_grants").fetchone()[0]
             app.execute(
                 "INSERT INTO refund_grants VALUES (?, ?, ?, ?, ?, 1)",
-                (f"g-{n:04d}", tid, 1250 + n, asked, json.dumps({"by": tid}).encode()),
+                (
+                    f"g-{uuid.uuid4().hex[:12]}",
+                    tid,
+                    1250 + n,
+                    asked,
+                    json.dumps({"by": tid}).encode(),
+                ),
             )
         return {"messages": [AIMessage(content=f"Refund granted for {tid}.")]}
 
@@ -133,7 +142,7 @@ def test_refund_ledger_erased_with_the_thread(
     assert p["post_state"]["tables"]["target:refund_grants"] == {"rows": 0, "bytes": 0}
     assert p["targets"] == [
         {"name": "refund_grants", "type": "sql", "key": "thread", "method": "atomic-transaction",
-         "table": "refund_grants", "key_column": "thread_id"}
+         "table": "refund_grants", "key_column": "thread_id", "tombstone": True}
     ]  # fmt: skip
     expected = digest_of(copy, [
         ("checkpoints", "checkpoints", "thread_id = ?", (THREAD,)),
@@ -372,3 +381,96 @@ def test_privacy_mode_refuses_targets_before_anything_is_deleted(
             )  # fmt: skip
     assert raw_rows(db, "checkpoints", "thread_id = ?", (THREAD,))
     assert len(grants(db, THREAD)) == 2
+
+
+def test_locate_searches_the_savers_targets(ledger_db: Path, signer: Signer) -> None:
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as saver:
+        run_chats(db, saver, [THREAD])
+        found = [loc for loc in saver.locate([EMAIL]) if loc.table == "target:refund_grants"]
+    assert {loc.column for loc in found} == {"reason"} and len(found) == 2
+    assert all(loc.via == "target" for loc in found)
+
+
+async def test_async_saver_erases_targets(ledger_db: Path, signer: Signer) -> None:
+    from erasure_receipts import AsyncAttestingSqliteSaver
+
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+    other = grants(db, BYSTANDERS[0])
+    async with AsyncAttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[dependent()]
+    ) as asaver:
+        receipt = await asaver.aerase_thread(THREAD)
+        subject = await asaver.aerase_subject("carol", threads=[BYSTANDERS[0]])
+        with pytest.raises(ConfigurationError, match="a table is one target"):
+            await asaver.aerase_thread(
+                "x", targets=[SqlTarget("refund_grants", "thread_id", name="again")]
+            )
+    assert grants(db, THREAD) == [] and grants(db, BYSTANDERS[0]) == []
+    assert receipt.statement["predicate"]["pre_state"]["tables"]["target:refund_grants"][
+        "rows"] == 2  # fmt: skip
+    units = {u["name"]: u for u in subject.statement["predicate"]["units"]}
+    ledger = units[f"thread:{BYSTANDERS[0]}"]["tables"]["target:refund_grants"]
+    assert ledger["rows"] == len(other) == 2
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    verify_receipt(subject.to_json(), [signer.public_key])
+
+
+def test_a_late_grant_for_the_erased_thread_is_refused(ledger_db: Path, signer: Signer) -> None:
+    """The tombstone guards the target table too: a graph still running on the erased
+    thread cannot write a grant for it; a bystander can; a new conversation under the
+    id (policy new_conversations) can, once it has started."""
+    db = ledger_db
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, targets=[SqlTarget("refund_grants", "thread_id")]
+    ) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+        saver.erase_thread(THREAD)
+        with sqlite3.connect(db) as app, pytest.raises(sqlite3.IntegrityError, match="erased"):
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id) VALUES ('late', ?)",
+                        (THREAD,))  # fmt: skip
+        with sqlite3.connect(db) as app, pytest.raises(sqlite3.IntegrityError, match="erased"):
+            app.execute("UPDATE refund_grants SET thread_id = ? WHERE thread_id = ?",
+                        (THREAD, BYSTANDERS[0]))  # fmt: skip
+        with sqlite3.connect(db) as app:
+            app.execute("INSERT INTO refund_grants (grant_id, thread_id) VALUES ('ok', ?)",
+                        (BYSTANDERS[1],))  # fmt: skip
+        assert grants(db, THREAD) == []
+        run_chats(db, saver, [THREAD])  # a new conversation: its tool's grants are written
+    assert len(grants(db, THREAD)) == 2
+
+
+def test_replay_after_a_restore_erases_the_targets_again(
+    ledger_db: Path, tmp_path: Path, signer: Signer
+) -> None:
+    db = ledger_db
+    archive = tmp_path / "receipts"
+    backup = tmp_path / "backup.db"
+    targets = [SqlTarget("refund_grants", "thread_id")]
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive, targets=targets
+    ) as saver:
+        run_chats(db, saver, [THREAD, BYSTANDERS[0]])
+        saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copy(db, backup)
+        first = saver.erase_thread(THREAD)
+    gc.collect()  # every reader's connection closed before the file is replaced
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.copy(backup, db)  # the restore brings the grant rows back too
+    assert len(grants(db, THREAD)) == 2
+    with AttestingSqliteSaver.from_conn_string(
+        str(db), signer=signer, archive=archive, targets=targets
+    ) as saver:
+        result = saver.replay_erasures(archive)
+    assert result.ok and result.re_erased == 1
+    assert grants(db, THREAD) == [] and len(grants(db, BYSTANDERS[0])) == 2
+    [again] = result.receipts
+    p = again.statement["predicate"]
+    assert p["replay_of"] == first.receipt_id
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    verify_receipt(again.to_json(), [signer.public_key])

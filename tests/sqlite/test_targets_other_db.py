@@ -66,6 +66,10 @@ def test_other_database_that_cannot_be_opened_is_refused_first(
         missing = SqlTarget("refund_grants", "thread_id", database=str(tmp_path / "no" / "x.db"))
         with pytest.raises(ConfigurationError, match="cannot be opened"):
             saver.erase_thread(THREAD, targets=[missing])
+        typo = SqlTarget("refund_grants", "thread_id", database=str(tmp_path / "ledgr.db"))
+        with pytest.raises(ConfigurationError, match="cannot be opened"):
+            saver.erase_thread(THREAD, targets=[typo])
+        assert not (tmp_path / "ledgr.db").exists()  # no empty database made for a typo
         wrong = SqlTarget("nope", "thread_id", database=str(ledger))
         with pytest.raises(ConfigurationError, match="does not exist"):
             saver.erase_thread(THREAD, targets=[wrong])

@@ -135,7 +135,10 @@ def find_sql_needles(
         pg = describe(handle, target.table)
         assert pg is not None
         names = pg.columns
-        sel = ", ".join(f"convert_to(\"{n}\"::text, 'UTF8')" for n in names)
+        sel = ", ".join(
+            f'"{n}"' if t == "bytea" else f"convert_to(\"{n}\"::text, 'UTF8')"
+            for n, t in zip(names, pg.types, strict=True)
+        )
         rows = handle.query(
             f'SELECT {sel} FROM "{target.table}" WHERE {col} IS NULL OR NOT ({col} = ANY(%s))',
             (list(values),),
@@ -184,8 +187,13 @@ class OtherDatabasePart:
             conn = psycopg.connect(t.database, autocommit=True)
             self._kind, self._handle = "postgres", SyncSession(conn)
         else:
+            from pathlib import Path
+            from urllib.request import pathname2url
+
             self._kind = "sqlite"
-            self._handle = sqlite3.connect(t.database, isolation_level=None,
+            # mode=rw: a mistyped path is an error, never a new empty database file
+            uri = f"file:{pathname2url(str(Path(t.database).absolute()))}?mode=rw"
+            self._handle = sqlite3.connect(uri, uri=True, isolation_level=None,
                                            check_same_thread=False)  # fmt: skip
         check_sql_target(self._kind, self._handle, t)
         self._inner = sql_target_part(self._kind, self._handle, t, self.value, self.unit)
@@ -336,3 +344,98 @@ class ItemsPart:
         items = self._read()
         for key in sorted(items, key=lambda k: k.encode("utf-8", "surrogatepass")):
             yield self._leaf(key, items[key])
+
+
+# -- tombstones: a late insert for an erased thread refused ------------------------------
+
+_TOMBSTONE_MESSAGE = "erasure_receipts: thread erased"
+
+
+def _trigger_name(target: SqlTarget) -> str:
+    import hashlib
+
+    h = hashlib.sha256(f"{target.table}\x00{target.key_column}".encode()).hexdigest()[:16]
+    return f"erasure_target_{h}"
+
+
+def ensure_target_trigger(kind: str, handle: Any, target: SqlTarget) -> None:
+    """Inside the erasure transaction, with the tombstone: a trigger on the target's
+    table refuses an insert (or a key update) for a tombstoned thread id - a late grant
+    written by a graph still running on the erased thread - unless, under the
+    ``new_conversations`` policy, a new conversation has started under the id (it has
+    checkpoints again, which the checkpoint triggers only allow for a fresh one)."""
+    name, col = _trigger_name(target), '"' + target.key_column + '"'
+    if kind == "sqlite":
+        when = (
+            f"EXISTS (SELECT 1 FROM erasure_tombstones WHERE thread_id = NEW.{col}) "
+            "AND NOT EXISTS (SELECT 1 FROM erasure_tombstone_policies p "
+            f"WHERE p.thread_id = NEW.{col} AND p.policy = 'new_conversations' "
+            f"AND EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = NEW.{col}))"
+        )
+        for event, suffix in (("INSERT", "i"), (f"UPDATE OF {col}", "u")):
+            handle.execute(
+                f'CREATE TRIGGER IF NOT EXISTS "{name}_{suffix}" BEFORE {event} ON '
+                f'"{target.table}" WHEN {when} '
+                f"BEGIN SELECT RAISE(ABORT, '{_TOMBSTONE_MESSAGE}'); END"
+            )
+        return
+    from .postgres.schema import ADVISORY_CLASS
+
+    rows = handle.query(
+        "SELECT to_regprocedure('erasure_receipts_refuse_erased_target()') IS NOT NULL, "
+        "EXISTS (SELECT FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s), "
+        "current_schema()",
+        (target.table, name),
+    )
+    has_function, has_trigger, schema = rows[0]
+    if has_trigger:
+        return
+    if not has_function:
+        s = '"' + str(schema).replace('"', '""') + '"'
+        handle.execute(f"""CREATE OR REPLACE FUNCTION erasure_receipts_refuse_erased_target()
+RETURNS trigger LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    k pg_catalog.text;
+    locked pg_catalog.text;
+    bound pg_catalog.text;
+    receipt pg_catalog.text;
+BEGIN
+    k := pg_catalog.to_jsonb(NEW) OPERATOR(pg_catalog.->>) TG_ARGV[0];
+    IF k IS NULL THEN
+        RETURN NEW;
+    END IF;
+    -- The erasure holds the thread's lock exclusively until its commit (as for the
+    -- checkpoint triggers): a write that waited for it sees its tombstone.
+    locked := pg_catalog.pg_advisory_xact_lock_shared(
+        {ADVISORY_CLASS}, pg_catalog.hashtext(k))::pg_catalog.text;
+    SELECT t.receipt_id, CASE WHEN t.policy OPERATOR(pg_catalog.=) 'new_conversations'
+        THEN t.fresh_after END INTO receipt, bound FROM {s}.erasure_tombstones t
+        WHERE t.thread_id OPERATOR(pg_catalog.=) k;
+    IF NOT FOUND THEN
+        RETURN NEW;
+    END IF;
+    IF bound IS NOT NULL AND EXISTS (SELECT FROM {s}.checkpoints c
+            WHERE c.thread_id OPERATOR(pg_catalog.=) k) THEN
+        RETURN NEW;  -- a new conversation has started under the id
+    END IF;
+    RAISE EXCEPTION '{_TOMBSTONE_MESSAGE}'
+        USING ERRCODE = 'P0001',
+              DETAIL = pg_catalog.format('erased by receipt %s', receipt);
+END
+$fn$""")
+    handle.execute(
+        f'CREATE TRIGGER "{name}" BEFORE INSERT OR UPDATE OF {col} ON "{target.table}" '
+        f"FOR EACH ROW EXECUTE FUNCTION erasure_receipts_refuse_erased_target("
+        f"'{target.key_column}')"
+    )
+
+
+def guarded(request_tombstone: bool, target: Any) -> bool:
+    """Whether an erasure's tombstone guards ``target``'s table: a thread-keyed table of
+    the saver's database, when the erasure tombstones."""
+    return (
+        request_tombstone
+        and isinstance(target, SqlTarget)
+        and target.database is None
+        and target.key == "thread"
+    )

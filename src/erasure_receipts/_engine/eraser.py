@@ -39,7 +39,9 @@ from .._backends.targets import (
     ItemsPart,
     OtherDatabasePart,
     check_sql_target,
+    ensure_target_trigger,
     find_sql_needles,
+    guarded,
     label,
     sql_target_part,
 )
@@ -309,6 +311,14 @@ def _handle(base: Any) -> Any:
     return base.conn if base.kind == "sqlite" else base.session
 
 
+def _close_targets(backend: Any) -> None:
+    """Close the connections a request's targets opened to other databases."""
+    while backend is not None:
+        if isinstance(backend, TargetsBackend):
+            backend.close()
+        backend = getattr(backend, "inner", None)
+
+
 class TargetsBackend(GuardedBackend):
     """A backend with its request's targets as parts: tables of the database in its
     transaction, the rest measured there and swept after the commit."""
@@ -321,12 +331,16 @@ class TargetsBackend(GuardedBackend):
                 "targets= are not available in privacy mode (their names and databases "
                 "would be in the receipt in clear)"
             )
-        if base.kind not in ("sqlite", "postgres"):
-            raise ConfigurationError(f"targets= need a SQLite or PostgreSQL saver, not {base.kind}")
-        self._kind = base.kind
-        self._handle = _handle(base)
         self._request = request
         self._targets = applies(request)
+        tables = [t for t in self._targets if isinstance(t, SqlTarget) and t.database is None]
+        if tables and base.kind not in ("sqlite", "postgres"):
+            raise ConfigurationError(
+                f"a table target of the saver's database needs a SQLite or PostgreSQL saver, "
+                f"not {base.kind}"
+            )
+        self._kind = base.kind
+        self._handle = _handle(base) if tables else None
         self._parts: list[Part] = []
         for t in self._targets:
             for value, unit in target_values(request, t):
@@ -340,6 +354,9 @@ class TargetsBackend(GuardedBackend):
                     part = ItemsPart(t, value, label(t), label(t), unit)
                 part.after = getattr(t, "after", None)
                 self._parts.append(part)
+        if getattr(base, "lock_tables", ()):  # PostgreSQL: a search must hold at commit
+            own = [t.table for t in self._targets if isinstance(t, SqlTarget) and not t.database]
+            base.lock_tables = tuple(dict.fromkeys([*base.lock_tables, *own]))
         self.prepare()
 
     def parts(self) -> Sequence[Part]:
@@ -375,9 +392,17 @@ class TargetsBackend(GuardedBackend):
             elif callable(getattr(t, "locate", None)):  # items outside the erased scope
                 erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
                           for k in p.measured}  # fmt: skip
-                out += [{"table": label(t), "key": k, "via": "target"}
+                out += [{"table": label(t), "key": k, "column": "document", "via": "target"}
                         for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
         return out
+
+    def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
+        """The inner tombstone, and a trigger on each thread-keyed table target of the
+        database that refuses a late insert for the tombstoned thread ids."""
+        self.inner.write_tombstone(receipt_id, erased_at)
+        for t in self._targets:
+            if guarded(True, t):
+                ensure_target_trigger(self._kind, self._handle, t)
 
     def close(self) -> None:
         """Connections of their own closed."""
@@ -625,6 +650,8 @@ class Eraser:
                     ) from exc
                 time.sleep(random.uniform(0.01, 0.05) * 2**attempt)
                 continue
+            finally:
+                _close_targets(backend)
             log.info(
                 "erased %s%s: %d rows, receipt %s",
                 "the history of " if request.kind == "history" else "",
@@ -641,7 +668,10 @@ class Eraser:
             request_from_journal(entry, receipt_id, self.commitment_keys)
         )
         backend = self.backend(handle, request, self.residue_scan)
-        outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        try:
+            outcome = resume_rows(backend, request, receipt_id, issued_at, entry)
+        finally:
+            _close_targets(backend)
         _log_residue(outcome.residue)
         return outcome
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._backends.targets import label
+from .._backends.targets import guarded, label
 from .._parts import Part
 from ..errors import ErasureIncompleteError
 from ..targets import describe
@@ -37,7 +37,13 @@ def applies(request: ErasureRequest) -> list[Any]:
 
 def target_members(request: ErasureRequest) -> list[dict[str, Any]]:
     """The receipt's ``targets`` member (sorted by name), or [] if none applies."""
-    return sorted((describe(t) for t in applies(request)), key=lambda d: str(d["name"]))
+    out = []
+    for t in applies(request):
+        entry = describe(t)
+        if guarded(request.tombstone, t):  # its table refuses late inserts too
+            entry["tombstone"] = True
+        out.append(entry)
+    return sorted(out, key=lambda d: str(d["name"]))
 
 
 def target_units(request: ErasureRequest) -> list[str]:

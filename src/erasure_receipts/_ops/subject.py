@@ -414,7 +414,9 @@ def needles_outside(er: Eraser, request: ErasureRequest) -> None:
             return any(p == x or p.startswith(x + ".") for x in prefixes)
         return loc.thread_id in threads
 
-    outside = [loc for loc in locate(er, request.needles) if not inside(loc)]
+    # The targets are searched in the transaction, outside the erased scope (their
+    # rows of the scope are not told apart here).
+    outside = [loc for loc in locate(er, request.needles, targets=False) if not inside(loc)]
     if outside:
         forms = [(i, f) for i, n in enumerate(request.needles) for f in needle_forms(n)]
         raise NeedlesFoundError(
@@ -460,15 +462,17 @@ def digest_subject(er: Eraser, spec: _Spec) -> SubjectDigest:
     return SubjectDigest(spec.subject, request.threads, root.hex(), units, m.tables)
 
 
-def locate(er: Eraser, needles: Sequence[str]) -> list[Location]:
-    """Every stored location of each needle (rows by SQL, an external store by its API)."""
+def locate(er: Eraser, needles: Sequence[str], *, targets: bool = True) -> list[Location]:
+    """Every stored location of each needle (rows by SQL, an external store by its API,
+    and with ``targets`` the saver's erasure targets)."""
     forms = [(i, name, data) for i, n in enumerate(needles) for name, data in named_forms(n)]
     found: list[dict[str, Any]] = er.db.run(er.journal.locate, forms)
     store = er.external_store()
     if store is not None:
         for i, name, data in forms:
             found += [{**d, "needle": i, "form": name} for d in store_locations(store, [data])]
-    found += _target_locations(er, forms)
+    if targets:
+        found += _target_locations(er, forms)
     return sorted((Location.from_found(d) for d in found), key=Location.sort_key)
 
 

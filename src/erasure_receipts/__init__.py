@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .errors import (
         ArgumentTypeError,
         AuthorizationError,
+        CiphertextRejectedError,
         ConfigurationError,
         DeltaChannelError,
         ErasedDataRestoredError,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         InclusionProofError,
         InputError,
         KeyFormatError,
+        KeyShreddedError,
         LogConflictError,
         LogCorruptError,
         LogError,
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
         NeedlesFoundError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
+        PlaintextRowError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
     from .privacy import CommitmentKey
     from .receipt import Receipt
     from .request import Authorization, RequestContext, authorize
+    from .shredding import Encryption, KeyStore, KeyWrapper, LocalKeyWrapper
     from .signing import PublicKey, Signer
     from .trust import TrustedKey, TrustStore
     from .verify import VerifiedReceipt, verify_receipt
@@ -119,6 +123,13 @@ _LAZY = {
     "ErasedDataRestoredError": "errors",
     "ReplayResult": "_ops.replay",
     "ReplayedScope": "_ops.replay",
+    "Encryption": "shredding",
+    "KeyStore": "shredding",
+    "KeyWrapper": "shredding",
+    "LocalKeyWrapper": "shredding",
+    "CiphertextRejectedError": "errors",
+    "KeyShreddedError": "errors",
+    "PlaintextRowError": "errors",
 }
 
 __all__ = [
@@ -129,9 +140,11 @@ __all__ = [
     "AttestingSqliteSaver",
     "Authorization",
     "AuthorizationError",
+    "CiphertextRejectedError",
     "CommitmentKey",
     "ConfigurationError",
     "DeltaChannelError",
+    "Encryption",
     "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
@@ -139,6 +152,10 @@ __all__ = [
     "InclusionProofError",
     "InputError",
     "KeyFormatError",
+    "KeyShreddedError",
+    "KeyStore",
+    "KeyWrapper",
+    "LocalKeyWrapper",
     "Location",
     "LogConflictError",
     "LogCorruptError",
@@ -149,6 +166,7 @@ __all__ = [
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "PendingErasure",
+    "PlaintextRowError",
     "PublicKey",
     "Receipt",
     "ReceiptLog",

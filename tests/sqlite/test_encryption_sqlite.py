@@ -288,3 +288,25 @@ def test_async_key_store_must_not_be_the_data_database(tmp_path: Path, signer: S
 
     asyncio.run(main())
     same.close()
+
+
+async def test_langgraph_conformance_suite_with_encryption(tmp_path: Path) -> None:
+    """LangGraph's conformance suite against the async SQLite saver with encryption on
+    (every row it writes sealed, every read opened)."""
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    keys = KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.generate(tmp_path / "kek"))
+    n = iter(range(10_000))
+
+    @checkpointer_test(name="AsyncAttestingSqliteSaver+Encryption")
+    async def factory() -> Any:
+        db = tmp_path / f"c{next(n)}.sqlite"
+        async with AsyncAttestingSqliteSaver.from_conn_string(
+            str(db), signer=Signer.generate(), encryption=Encryption(keys)
+        ) as saver:
+            yield saver
+
+    report = await validate(factory)
+    failed = {c: r.tests_failed for c, r in report.results.items() if r.detected and not r.passed}
+    assert failed == {}
+    assert sum(r.tests_passed for r in report.results.values()) >= 50

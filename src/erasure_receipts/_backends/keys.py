@@ -171,7 +171,11 @@ _SCHEMA = (
         thread_id TEXT PRIMARY KEY,
         name TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS erasure_thread_keys_name ON erasure_thread_keys (name)",
+    "CREATE TABLE IF NOT EXISTS erasure_key_store (token TEXT NOT NULL)",
 )
+KEY_STORE_TABLE = "erasure_key_store"
+"""The table whose random token identifies a key store (a saver looks for it in its own
+database: found with this key store's token, the key store is the data database)."""
 
 
 def subject_key_name(subject: str) -> str:
@@ -223,6 +227,7 @@ class KeyStore:
                 conn.execute(stmt)
             self._sqlite: sqlite3.Connection | None = conn
             self._pg: Any = None
+            self.token = self._ensure_token()
         else:
             import psycopg
 
@@ -231,6 +236,7 @@ class KeyStore:
             with self._pg.cursor() as cur:
                 for stmt in _SCHEMA:
                     cur.execute(stmt.replace("BLOB", "BYTEA"))
+            self.token = self._ensure_token()
 
     @classmethod
     def postgres(
@@ -260,20 +266,25 @@ class KeyStore:
 
     # -- identity: the savers refuse a key store that is their own database ---------------
 
-    def pg_identity(self) -> tuple[str, str] | None:
-        """(cluster system identifier, database name) of a PostgreSQL key store."""
-        if self._pg is None:
-            return None
-        with self._lock, self._pg.cursor() as cur:
-            cur.execute(
-                "SELECT system_identifier::text, current_database() FROM pg_control_system()"
-            )
+    def _ensure_token(self) -> str:
+        with self._cursor() as cur:
+            cur.execute("SELECT token FROM erasure_key_store")
             row = cur.fetchone()
-        return (str(row[0]), str(row[1]))
+            if row is not None:
+                return str(row[0])
+            token = secrets.token_hex(16)
+            cur.execute(self._q("INSERT INTO erasure_key_store (token) VALUES (?)"), (token,))
+            return token
 
-    def check_not_database(
-        self, *, sqlite_path: str | None = None, pg: tuple[str, str] | None = None
-    ) -> None:
+    def refuse_tokens(self, seen: list[str], where: str) -> None:
+        """Refuse when ``where`` (the data database) holds this key store's token."""
+        if self.token in seen:
+            raise ConfigurationError(
+                f"{where}: the key store must not be the data database "
+                "(a backup of it would hold the keys next to the ciphertext)"
+            )
+
+    def check_not_database(self, *, sqlite_path: str | None = None) -> None:
         """Refuse to keep keys in the data database (one backup would hold both)."""
         if sqlite_path and self.path is not None and sqlite_path != ":memory:":
             same = Path(sqlite_path).resolve() == self.path
@@ -284,11 +295,6 @@ class KeyStore:
                     f"{self.path}: the key store must not be the data database "
                     "(a backup of it would hold the keys next to the ciphertext)"
                 )
-        if pg is not None and self.pg_identity() == pg:
-            raise ConfigurationError(
-                f"PostgreSQL database {pg[1]!r}: the key store must not be the data database "
-                "(a backup of it would hold the keys next to the ciphertext)"
-            )
 
     # -- reads and writes -----------------------------------------------------------------
 

@@ -228,7 +228,9 @@ class Encryption:
             return None
         c = tup.config["configurable"]
         t, ns, cid = str(c["thread_id"]), str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"])
-        checkpoint = self.open(inner, tup.checkpoint, ("checkpoint", t, ns, cid))
+        checkpoint: Any = tup.checkpoint
+        if isinstance(checkpoint, (Sealed, _Plain)):  # SQLite: the checkpoint is one value
+            checkpoint = self.open(inner, checkpoint, ("checkpoint", t, ns, cid))
         writes = [
             (task, ch, self.open(inner, v, ("write", t, ns, cid, str(task), str(ch))))
             for task, ch, v in (tup.pending_writes or [])
@@ -265,3 +267,44 @@ class Encryption:
             (ch, self.seal(inner, v, config, ("write", t, ns, cid, str(task_id), str(ch))))
             for ch, v in writes
         ]
+
+    # -- PostgreSQL: channel values live in checkpoint_blobs ---------------------------
+
+    def seal_for_thread(
+        self, inner: SerializerProtocol, obj: Any, thread_id: str, identity: Sequence[str]
+    ) -> bytes:
+        """``seal`` for a thread whose key :meth:`bind` resolved (the PostgreSQL savers'
+        blob and write rows are built from the thread id alone)."""
+        return self.seal(inner, obj, {"configurable": {"thread_id": thread_id}}, identity).blob
+
+    def bind(self, config: RunnableConfig) -> None:
+        """Resolve (and cache) the key of the config's thread before its rows are built."""
+        self._thread_key(config)
+
+    def open_pg_tuple(
+        self, inner: SerializerProtocol, tup: CheckpointTuple, inline: Any
+    ) -> CheckpointTuple:
+        """A PostgreSQL checkpoint tuple: each channel value (from ``checkpoint_blobs``,
+        bound to thread, namespace, channel and version) and pending write opened; a
+        value stored inline in the checkpoint's JSON is plaintext (refused unless
+        ``allow_plaintext``)."""
+        c = tup.config["configurable"]
+        t, ns = str(c["thread_id"]), str(c.get("checkpoint_ns", ""))
+        checkpoint: dict[str, Any] = dict(tup.checkpoint)
+        versions = checkpoint.get("channel_versions") or {}
+        values: dict[str, Any] = {}
+        for ch, v in (checkpoint.get("channel_values") or {}).items():
+            if isinstance(v, (Sealed, _Plain)):
+                identity = ("blob", t, ns, str(ch), str(versions.get(ch)))
+                values[ch] = self.open(inner, v, identity)
+            elif ch in (inline or {}) and not self.allow_plaintext and v is not True:
+                raise PlaintextRowError(
+                    f"thread {t!r}: channel {ch!r} is stored in plaintext in a checkpoint "
+                    "row (written behind the encrypting saver's back); refused"
+                )
+            else:
+                values[ch] = v
+        checkpoint["channel_values"] = values
+        opened = self.open_tuple(inner, tup._replace(checkpoint=checkpoint))  # type: ignore[arg-type]
+        assert opened is not None
+        return opened

@@ -1,0 +1,200 @@
+"""Per-subject encryption on PostgreSQL (sync and async), through real LangGraph graphs.
+
+Channel values (primitives included: the parent would keep them in the checkpoint's JSON)
+go to ``checkpoint_blobs`` sealed to (thread, namespace, channel, version); pending
+writes are sealed to their row. Raw rows are read through a separate connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from psycopg import sql
+
+from erasure_receipts import (
+    AsyncAttestingPostgresSaver,
+    AttestingPostgresSaver,
+    CiphertextRejectedError,
+    ConfigurationError,
+    Encryption,
+    KeyStore,
+    LocalKeyWrapper,
+    PlaintextRowError,
+    Signer,
+)
+from erasure_receipts.shredding import SEALED_TYPE
+from pg_helpers import connect
+from test_encryption_sqlite import MARKER, build, cfg
+
+
+@pytest.fixture
+def keys_db(pg_dsn: str) -> Iterator[str]:
+    """A second fresh database: the key store's."""
+    name = f"k_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture
+def keys(keys_db: str, tmp_path: Path) -> Iterator[KeyStore]:
+    ks = KeyStore.postgres(keys_db, LocalKeyWrapper.generate(tmp_path / "master.key"))
+    yield ks
+    ks.close()
+
+
+def all_text(dsn: str) -> str:
+    with connect(dsn) as c:
+        out = []
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            out += [str(r[0]) for r in c.execute(f"SELECT t::text FROM {table} t").fetchall()]
+        out += [
+            bytes(r[0]).decode("latin-1")
+            for r in c.execute(
+                "SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL "
+                "UNION ALL SELECT blob FROM checkpoint_writes"
+            ).fetchall()
+        ]
+    return "\n".join(out)
+
+
+THREADS = (("alice-1", "alice"), ("alice-2", "alice"), ("bob-1", "bob"))
+
+
+def test_pg_graph_rows_are_encrypted(pg_db: str, keys: KeyStore, signer: Signer) -> None:
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, encryption=Encryption(keys)
+    ) as saver:
+        saver.setup()
+        graph = build(saver)
+        for thread, user in THREADS:
+            for turn in ("hello", f"my secret is {MARKER}"):
+                graph.invoke({"messages": [HumanMessage(content=turn)]}, cfg(thread, user))
+        state = graph.get_state(cfg("alice-1", "alice"))
+        assert MARKER in state.values["messages"][-2].content
+        assert state.values["note"].startswith("n my secret")  # a str channel: was inline
+        history = list(graph.get_state_history(cfg("bob-1", "bob")))
+        assert len(history) >= 4
+        forked = graph.invoke({"messages": [HumanMessage(content="again")]}, history[2].config)
+        assert forked["messages"][-1].content == "noted: again"
+
+        text = all_text(pg_db)
+        assert MARKER not in text and "my secret" not in text
+        with connect(pg_db) as c:
+            types = {r[0] for r in c.execute("SELECT type FROM checkpoint_blobs").fetchall()}
+            types |= {r[0] for r in c.execute("SELECT type FROM checkpoint_writes").fetchall()}
+            assert types <= {SEALED_TYPE, "empty"} and SEALED_TYPE in types
+            inline = c.execute(
+                "SELECT count(*) FROM checkpoints WHERE checkpoint->'channel_values' <> '{}'::jsonb"
+            ).fetchone()
+            assert inline == (0,)
+        assert keys.threads_of("subject:alice") == ["alice-1", "alice-2"]
+
+        # A blob copied to another thread's row (same key) fails; a plaintext blob refused.
+        with connect(pg_db) as c:
+            c.execute(
+                "UPDATE checkpoint_blobs d SET blob = s.blob FROM checkpoint_blobs s "
+                "WHERE d.thread_id = 'alice-2' AND s.thread_id = 'alice-1' "
+                "AND d.channel = 'messages' AND s.channel = 'messages' AND d.type = s.type"
+            )
+        with pytest.raises(CiphertextRejectedError, match="alice-2"):
+            saver.get_tuple(cfg("alice-2", "alice"))
+        with connect(pg_db) as c:  # a plaintext blob
+            c.execute(
+                "UPDATE checkpoint_blobs SET type = 'json', blob = '\"plain\"'::bytea "
+                "WHERE thread_id = 'bob-1' AND channel = 'note'"
+            )
+        with pytest.raises(PlaintextRowError, match="bob-1"):
+            saver.get_tuple(cfg("bob-1", "bob"))
+        with connect(pg_db) as c:  # a plaintext value inline in the checkpoint's JSON
+            c.execute("DELETE FROM checkpoint_blobs WHERE thread_id = 'bob-1' AND channel = 'note'")
+            c.execute(
+                "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values}', "
+                """'{"note": "plain"}'::jsonb) WHERE thread_id = 'bob-1'"""
+            )
+        with pytest.raises(PlaintextRowError, match=r"bob-1.*plaintext"):
+            saver.get_tuple(cfg("bob-1", "bob"))
+        with connect(pg_db) as c:
+            c.execute("UPDATE checkpoint_writes SET task_id = 'moved' WHERE thread_id = 'alice-1'")
+        with pytest.raises(CiphertextRejectedError, match="alice-1"):
+            list(saver.list(cfg("alice-1", "alice")))
+
+
+def test_pg_key_store_must_not_be_the_data_database(
+    pg_db: str, signer: Signer, tmp_path: Path
+) -> None:
+    same = KeyStore.postgres(pg_db, LocalKeyWrapper.generate(tmp_path / "master.key"))
+    try:
+        with AttestingPostgresSaver.from_conn_string(
+            pg_db, signer=signer, encryption=Encryption(same)
+        ) as saver:
+            with pytest.raises(ConfigurationError, match="must not be the data database"):
+                saver.setup()
+            with pytest.raises(ConfigurationError, match="must not be the data database"):
+                build(saver).invoke({"messages": [HumanMessage(content="hi")]}, cfg("t", "u"))
+
+        async def main() -> None:
+            async with AsyncAttestingPostgresSaver.from_conn_string(
+                pg_db, signer=signer, encryption=Encryption(same)
+            ) as saver:
+                with pytest.raises(ConfigurationError, match="must not be the data database"):
+                    await saver.setup()
+
+        asyncio.run(main())
+    finally:
+        same.close()
+
+
+def test_pg_async_graph_rows_are_encrypted(pg_db: str, keys: KeyStore, signer: Signer) -> None:
+    async def main() -> Any:
+        async with AsyncAttestingPostgresSaver.from_conn_string(
+            pg_db, signer=signer, encryption=Encryption(keys)
+        ) as saver:
+            await saver.setup()
+            graph = build(saver)
+            for thread, user in THREADS:
+                for turn in ("hello", f"my secret is {MARKER}"):
+                    await graph.ainvoke(
+                        {"messages": [HumanMessage(content=turn)]}, cfg(thread, user)
+                    )
+            state = await graph.aget_state(cfg("alice-2", "alice"))
+            assert MARKER in state.values["messages"][-2].content
+            history = [s async for s in graph.aget_state_history(cfg("bob-1", "bob"))]
+            assert len(history) >= 4
+            tup = await asyncio.to_thread(saver.get_tuple, cfg("bob-1", "bob"))
+            assert tup is not None and tup.checkpoint["channel_values"]["note"].startswith("n ")
+
+    asyncio.run(main())
+    text = all_text(pg_db)
+    assert MARKER not in text and "my secret" not in text
+
+
+async def test_pg_conformance_suite_with_encryption(pg_db: str, keys: KeyStore) -> None:
+    """LangGraph's conformance suite against the async PostgreSQL saver, encryption on."""
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+    @checkpointer_test(name="AsyncAttestingPostgresSaver+Encryption")
+    async def factory() -> Any:
+        async with AsyncAttestingPostgresSaver.from_conn_string(
+            pg_db, signer=Signer.generate(), encryption=Encryption(keys)
+        ) as saver:
+            await saver.setup()
+            yield saver
+
+    report = await validate(factory)
+    failed = {c: r.tests_failed for c, r in report.results.items() if r.detected and not r.passed}
+    assert failed == {}
+    assert sum(r.tests_passed for r in report.results.values()) >= 60

@@ -149,7 +149,7 @@ def index_record(
         "method_store": methods.get("store"),
         "store_namespaces": len(scope.get("store_namespaces", ())),
         "tombstone": scope.get("tombstone"),
-        "threads": len(scope["threads"]) if kind == "subject" else None,
+        "threads": len(scope["threads"]) if kind in ("subject", "shred") else None,
         "kept_leaves": p["kept_state"]["leaves"] if kind == "history" else None,
         "needles_checked": needles is not None,
         "needles_searched": None if needles is None else needles["searched"],

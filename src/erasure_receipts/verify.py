@@ -180,6 +180,11 @@ def check_semantics(statement: dict[str, Any]) -> None:
         name = f"langgraph-thread-history:{scope['thread_id']}"
     elif kind == "namespace":  # 9.7
         name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
+    elif kind == "shred":  # 9.12
+        prefix = (
+            "langgraph-shred:" if scope["key_scope"] == "subject" else "langgraph-shred-thread:"
+        )
+        name = prefix + scope["subject"]
     else:
         name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
@@ -281,6 +286,9 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         raise mismatch("store namespaces erased, but backend.store is null")
     if "kind" not in p:
         return  # issued before kinds: its methods and tables followed an earlier layout
+    if p["kind"] == "shred":  # 9.12: the key store's rows, nothing of the data database
+        _check_shred(p, mismatch)
+        return
     if p["kind"] == "namespace":  # 9.7: store rows of the saver's database only
         if namespaces != [p["scope"]["namespace"]]:
             raise mismatch("a namespace receipt's store_namespaces must be [scope.namespace]")
@@ -307,6 +315,30 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
         )
     if methods.get("store") == "sweep" and "store_vectors" in tables:
         raise mismatch("a swept store is measured as one table, store; not store_vectors")
+
+
+SHRED_TABLES = frozenset(("erasure_data_keys", "erasure_thread_keys"))
+"""The key store's tables a shred receipt lists (RECEIPT_SPEC.md 9.12)."""
+
+
+def _check_shred(p: dict[str, Any], mismatch: Any) -> None:
+    """A shred destroys one key and its thread bindings in the key store named by the
+    backend, and nothing else (RECEIPT_SPEC.md 9.12)."""
+    sc, pre = p["scope"], p["pre_state"]["tables"]
+    if set(pre) != SHRED_TABLES:
+        raise mismatch(f"a shred receipt lists exactly {sorted(SHRED_TABLES)}; got {sorted(pre)}")
+    if pre["erasure_data_keys"]["rows"] != 1:
+        raise mismatch("a shred receipt destroys exactly one key (erasure_data_keys: 1 row)")
+    if pre["erasure_thread_keys"]["rows"] != len(sc["threads"]):
+        raise mismatch("erasure_thread_keys rows differ from the number of scope.threads")
+    if p["methods"] != {"key_store": "atomic-transaction"}:
+        raise mismatch('a shred receipt\'s methods are exactly {"key_store": "atomic-transaction"}')
+    if sc["store_namespaces"]:
+        raise mismatch("a shred receipt names no store namespaces")
+    if p["backend"]["kind"] != f"key-store-{sc['key_store']['kind']}" or p["backend"]["store"]:
+        raise mismatch("backend.kind must be key-store-<scope.key_store.kind>, with no store")
+    if sc["key_scope"] == "thread" and sc["threads"] != [sc["subject"]]:
+        raise mismatch("a thread's own key covers exactly that thread")
 
 
 def check_residue(predicate: dict[str, Any]) -> None:
@@ -343,6 +375,12 @@ def check_residue(predicate: dict[str, Any]) -> None:
                 "a store in another SQLite file needs exactly one of "
                 "sqlite.live_page_free_space.store and residue_scan.store"
             )
+    if p["kind"] == "shred" and not (
+        one_of("key_store.vacuum") and one_of("key_store.residue_scan")
+    ):
+        raise missing(
+            "a shred receipt must carry key_store.vacuum and key_store.residue_scan once each"
+        )
     if backend == "postgres" and not (one_of("postgres.vacuum") and one_of("postgres.wal")):
         raise missing("a PostgreSQL receipt must carry postgres.vacuum and postgres.wal once each")
     if p["methods"].get("store") == "sweep" and not any(

@@ -158,6 +158,11 @@ class DestroyedKey:
     """The scrub steps and the scan of the key store's files."""
     gone: bool = False
     """Re-read after the commit: no row of the key, no binding to it."""
+    key_row: tuple[Any, ...] = ()
+    """The ``erasure_data_keys`` row as it was stored (name, key_id, wrapped, kek_id,
+    created_at), read in the deleting transaction."""
+    thread_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    """The ``erasure_thread_keys`` rows (thread_id, name), by thread id."""
 
 
 _SCHEMA = (
@@ -176,6 +181,31 @@ _SCHEMA = (
 KEY_STORE_TABLE = "erasure_key_store"
 """The table whose random token identifies a key store (a saver looks for it in its own
 database: found with this key store's token, the key store is the data database)."""
+
+
+KEY_COLUMNS = ("name", "key_id", "wrapped", "kek_id", "created_at")
+THREAD_COLUMNS = ("thread_id", "name")
+
+
+def _key_rows(
+    cur: Any, name: str, ph: str, *, lock: bool = False
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]] | None:
+    """The key's row and its thread bindings, or None."""
+    cur.execute(
+        f"SELECT {', '.join(KEY_COLUMNS)} FROM erasure_data_keys WHERE name = {ph}"
+        + (" FOR UPDATE" if lock else ""),
+        (name,),
+    )
+    row = cur.fetchone()
+    if row is None:
+        return None
+    cur.execute(
+        f"SELECT {', '.join(THREAD_COLUMNS)} FROM erasure_thread_keys WHERE name = {ph} "
+        "ORDER BY thread_id",
+        (name,),
+    )
+    key_row = tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+    return key_row, [tuple(r) for r in cur.fetchall()]
 
 
 def subject_key_name(subject: str) -> str:
@@ -244,6 +274,18 @@ class KeyStore:
     ) -> KeyStore:
         """A key store in the PostgreSQL database ``dsn`` (not the data database)."""
         return cls("", wrapper, backup_retention=backup_retention, _dsn=dsn)
+
+    @property
+    def label(self) -> str:
+        """The key store as a receipt names it: its file, or ``postgresql://host:port/db``
+        (no user, no password)."""
+        if self.path is not None:
+            return str(self.path)
+        from psycopg.conninfo import conninfo_to_dict
+
+        d = conninfo_to_dict(self.dsn or "")
+        host = str(d.get("host") or "localhost")
+        return f"postgresql://{host}:{d.get('port') or 5432}/{d.get('dbname') or ''}"
 
     @property
     def kind(self) -> str:
@@ -412,33 +454,33 @@ class KeyStore:
     # -- destroying a key -----------------------------------------------------------------
 
     def destroy(self, name: str) -> DestroyedKey | None:
-        """Delete key ``name`` and its thread bindings, scrub the key store, check it is
+        """Delete key ``name`` and its thread bindings in one transaction (the rows are
+        read in it first: the receipt's pre-state), scrub the key store, check it is
         gone; None when there is no such key."""
         with self._lock:
-            with self._cursor() as cur:
-                cur.execute(
-                    self._q("SELECT key_id, wrapped FROM erasure_data_keys WHERE name = ?"), (name,)
-                )
-                row = cur.fetchone()
-            if row is None:
-                return None
-            key_id, wrapped = bytes(row[0]), bytes(row[1])
-            threads = self.threads_of(name)
             if self._sqlite is not None:
                 conn = self._sqlite
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.execute("DELETE FROM erasure_thread_keys WHERE name = ?", (name,))
-                    conn.execute("DELETE FROM erasure_data_keys WHERE name = ?", (name,))
+                    rows = _key_rows(conn.cursor(), name, "?")
+                    if rows is not None:
+                        conn.execute("DELETE FROM erasure_thread_keys WHERE name = ?", (name,))
+                        conn.execute("DELETE FROM erasure_data_keys WHERE name = ?", (name,))
                     conn.execute("COMMIT")
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
-                residue = self._scrub_sqlite(key_id, wrapped)
+                if rows is None:
+                    return None
+                residue = self._scrub_sqlite(rows[0][1], rows[0][2])
             else:
                 with self._pg.transaction(), self._pg.cursor() as cur:
-                    cur.execute("DELETE FROM erasure_thread_keys WHERE name = %s", (name,))
-                    cur.execute("DELETE FROM erasure_data_keys WHERE name = %s", (name,))
+                    rows = _key_rows(cur, name, "%s", lock=True)
+                    if rows is not None:
+                        cur.execute("DELETE FROM erasure_thread_keys WHERE name = %s", (name,))
+                        cur.execute("DELETE FROM erasure_data_keys WHERE name = %s", (name,))
+                if rows is None:
+                    return None
                 with self._pg.cursor() as cur:
                     cur.execute("VACUUM erasure_data_keys")
                     cur.execute("VACUUM erasure_thread_keys")
@@ -452,6 +494,8 @@ class KeyStore:
                                           "not readable from here; VACUUM marks the row's "
                                           "space reusable but does not overwrite it at once"}},
                 ]  # fmt: skip
+            key_row, thread_rows = rows
+            key_id = bytes(key_row[1])
             gone = (
                 not self.has_key(name)
                 and self.key_by_id(key_id) is None
@@ -460,10 +504,12 @@ class KeyStore:
         return DestroyedKey(
             name=name,
             key_id=key_id,
-            threads=threads,
-            wrapped_sha256=hashlib.sha256(wrapped).hexdigest(),
+            threads=[str(r[0]) for r in thread_rows],
+            wrapped_sha256=hashlib.sha256(bytes(key_row[2])).hexdigest(),
             residue=residue,
             gone=gone,
+            key_row=key_row,
+            thread_rows=thread_rows,
         )
 
     def _scrub_sqlite(self, key_id: bytes, wrapped: bytes) -> list[dict[str, Any]]:

@@ -162,7 +162,7 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace"}  # fmt: skip
+                "namespace": "store namespace", "shred": "shredded key of"}  # fmt: skip
 
 
 def _verify_file(

@@ -198,3 +198,100 @@ async def test_pg_conformance_suite_with_encryption(pg_db: str, keys: KeyStore) 
     failed = {c: r.tests_failed for c, r in report.results.items() if r.detected and not r.passed}
     assert failed == {}
     assert sum(r.tests_passed for r in report.results.values()) >= 60
+
+
+# -- crypto-shredding on PostgreSQL: a pg_dump taken before the shred ---------------------
+
+
+def _restore(pg_dsn: str, dump: Path) -> str:
+    import subprocess
+
+    name = f"r_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    target = psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    subprocess.run(["pg_restore", "--no-owner", "-d", target, str(dump)], check=True, timeout=120)
+    return target
+
+
+def _drop(pg_dsn: str, dsn: str) -> None:
+    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+def test_pg_shred_subject_reaches_a_pg_dump(
+    pg_db: str, pg_dsn: str, keys: KeyStore, signer: Signer, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from erasure_receipts import KeyShreddedError, ReceiptLog, verify_receipt
+
+    log = ReceiptLog(tmp_path / "log", signer=signer)
+    dump = tmp_path / "backup.dump"
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, encryption=Encryption(keys), archive=log
+    ) as saver:
+        saver.setup()
+        graph = build(saver)
+        for thread, user in THREADS:
+            for turn in ("hello", f"my secret is {MARKER}"):
+                graph.invoke({"messages": [HumanMessage(content=turn)]}, cfg(thread, user))
+        subprocess.run(["pg_dump", "-Fc", "-f", str(dump), "-d", pg_db], check=True, timeout=120)
+        receipt = saver.shred_subject("alice")
+        with pytest.raises(KeyShreddedError):
+            graph.get_state(cfg("alice-1", "alice"))
+        assert graph.get_state(cfg("bob-1", "bob")).values["note"].startswith("n ")
+    verify_receipt(receipt, [signer.public_key])
+    sc = receipt.predicate["scope"]
+    assert sc["threads"] == ["alice-1", "alice-2"] and sc["key_store"]["kind"] == "postgres"
+    assert receipt.predicate["backend"]["kind"] == "key-store-postgres"
+    scan = [r for r in receipt.predicate["residue"] if r["action"] == "key_store.residue_scan"]
+    assert scan[0]["status"] == "skipped"  # the server's files are not readable from here
+    assert ReceiptLog(tmp_path / "log").size == 1
+    with connect(keys.dsn or "") as c:
+        assert c.execute(
+            "SELECT count(*) FROM erasure_data_keys WHERE name = 'subject:alice'"
+        ).fetchone() == (0,)
+        assert c.execute(
+            "SELECT count(*) FROM erasure_thread_keys WHERE name = 'subject:alice'"
+        ).fetchone() == (0,)
+
+    target = _restore(pg_dsn, dump)
+    try:
+        assert MARKER not in all_text(target)
+        with AttestingPostgresSaver.from_conn_string(
+            target, signer=signer, encryption=Encryption(keys)
+        ) as restored:
+            restored.setup()
+            for t in ("alice-1", "alice-2"):
+                with pytest.raises(KeyShreddedError):
+                    restored.get_tuple(cfg(t, None))
+            tup = restored.get_tuple(cfg("bob-1", None))
+            assert tup is not None and MARKER in str(tup.checkpoint["channel_values"]["messages"])
+    finally:
+        _drop(pg_dsn, target)
+
+
+def test_pg_async_shred_subject(pg_db: str, keys: KeyStore, signer: Signer) -> None:
+    from erasure_receipts import KeyShreddedError, verify_receipt
+
+    async def main() -> Any:
+        async with AsyncAttestingPostgresSaver.from_conn_string(
+            pg_db, signer=signer, encryption=Encryption(keys)
+        ) as saver:
+            await saver.setup()
+            graph = build(saver)
+            for thread, user in THREADS:
+                await graph.ainvoke({"messages": [HumanMessage(content="hi")]}, cfg(thread, user))
+            receipt = await saver.ashred_subject("alice")
+            with pytest.raises(KeyShreddedError):
+                await graph.aget_state(cfg("alice-2", "alice"))
+            assert (await graph.aget_state(cfg("bob-1", "bob"))).values["messages"]
+            return receipt
+
+    receipt = asyncio.run(main())
+    verify_receipt(receipt, [signer.public_key])
+    assert receipt.predicate["scope"]["threads"] == ["alice-1", "alice-2"]

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         LogError,
         MalformedReceiptError,
         NeedlesFoundError,
+        NoDataKeyError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
         PlaintextRowError,
@@ -130,6 +131,7 @@ _LAZY = {
     "CiphertextRejectedError": "errors",
     "KeyShreddedError": "errors",
     "PlaintextRowError": "errors",
+    "NoDataKeyError": "errors",
 }
 
 __all__ = [
@@ -163,6 +165,7 @@ __all__ = [
     "MalformedReceiptError",
     "MerkleTree",
     "NeedlesFoundError",
+    "NoDataKeyError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "PendingErasure",

@@ -31,6 +31,7 @@ __all__ = [
     "LogError",
     "MalformedReceiptError",
     "NeedlesFoundError",
+    "NoDataKeyError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "PlaintextRowError",
@@ -308,3 +309,10 @@ class KeyShreddedError(ThreadErasedError):
             "under is destroyed; they cannot be decrypted",
         )
         self.thread_id = thread_id
+
+
+class NoDataKeyError(ErasureError):
+    """A shred found no data key to destroy: the subject or thread was never written with
+    encryption, or was already shredded. Nothing was destroyed, no receipt issued."""
+
+    reason = "no_data_key"

@@ -80,6 +80,8 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "show": [["r.json", "--json=no"]],
     "trust add": [["p.pem", "--name", "n", "--file", "t.json", "--role", "boss"]],
     "trust list": [["t.json", "--json=true"]],
+    "shred": [["db", "--key", "k", "--keystore", "ks", "--archive", "a", "--subject", "s",
+               "--json=1"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -295,6 +297,8 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "retention": (["retention", X, "--idle", "1d", "--dry-run"], ALL),
     "retention --key": (["retention", "{db}", "--idle", "1d", "--key", X,
                          "--archive", "{dir}/archive"], ALL),
+    "shred": (["shred", X, "--key", "{key}", "--keystore", "{dir}/ks", "--archive",
+               "{dir}/archive", "--subject", "s", "--master-key", "{dir}/mk"], ALL),
 }  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from erasure_receipts import (
     KeyShreddedError,
     KeyStore,
     LocalKeyWrapper,
+    NoDataKeyError,
     Receipt,
     Signer,
     ThreadErasedError,
@@ -159,7 +160,7 @@ def test_shred_subject_reaches_a_backup(tmp_path: Path, signer: Signer) -> None:
         assert MARKER.encode() not in raw_bytes(f)
 
     # A second shred of the same subject: nothing to destroy.
-    with pytest.raises(ConfigurationError, match="already shredded"):
+    with pytest.raises(NoDataKeyError, match="already shredded"):
         saver.shred_subject("alice")
     conn.close()
     still.close()
@@ -169,7 +170,7 @@ def test_shred_thread_and_refusals(tmp_path: Path, signer: Signer) -> None:
     _, _, saver, conn = setup_app(tmp_path, signer)
     with pytest.raises(ConfigurationError, match="shred_subject shreds it"):
         saver.shred_thread("alice-1")
-    with pytest.raises(ConfigurationError, match="no data key for subject 'carol'"):
+    with pytest.raises(NoDataKeyError, match="no data key for subject 'carol'"):
         saver.shred_subject("carol")
     with pytest.raises(ConfigurationError, match="non-empty"):
         saver.shred_subject("")

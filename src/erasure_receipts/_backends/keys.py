@@ -414,6 +414,15 @@ class KeyStore:
             )
         return key_id, key
 
+    def unwrap_check(self, name: str) -> None:
+        """Key ``name`` unwraps with this key store's wrapper (``CiphertextRejectedError``
+        if not; ``NoDataKeyError`` if there is no such key)."""
+        with self._lock:
+            if self._get(name) is None:
+                from ..errors import NoDataKeyError
+
+                raise NoDataKeyError(f"no data key {name!r} in the key store")
+
     def key_by_id(self, key_id: bytes) -> tuple[str, bytes] | None:
         """``(name, data_key)`` of ``key_id``, or None when it is gone (shredded)."""
         with self._cursor() as cur:

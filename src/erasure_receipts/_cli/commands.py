@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import erase, inspect, keys, log, replay, retention  # noqa: F401  (they register commands)
+from . import erase, inspect, keys, log, replay, retention, shred  # noqa: F401  (they register commands)
 from ._app import app
 
 __all__ = ["app"]
@@ -11,6 +11,7 @@ __all__ = ["app"]
 _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
+    "shred",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

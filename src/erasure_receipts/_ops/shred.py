@@ -31,6 +31,7 @@ from ..errors import (
     ConfigurationError,
     ErasureIncompleteError,
     MalformedReceiptError,
+    NoDataKeyError,
     ReceiptSemanticsError,
 )
 from ..receipt import OUT_OF_SCOPE, Receipt, build_statement, validate_statement
@@ -188,7 +189,7 @@ def key_to_shred(encryption: Encryption, *, subject: str | None, thread_id: str 
             raise ConfigurationError(f"subject must be a non-empty string, not {subject!r}")
         name = encryption.key_name(subject=subject)
         if not keys.has_key(name):
-            raise ConfigurationError(
+            raise NoDataKeyError(
                 f"no data key for subject {subject!r} in the key store (never written "
                 "with encryption, or already shredded); nothing was destroyed"
             )
@@ -204,7 +205,7 @@ def key_to_shred(encryption: Encryption, *, subject: str | None, thread_id: str 
             "threads); erase_thread deletes it alone"
         )
     if not keys.has_key(own):
-        raise ConfigurationError(
+        raise NoDataKeyError(
             f"no data key of thread {thread_id!r} in the key store (never written with "
             "encryption, or already shredded); nothing was destroyed"
         )
@@ -227,8 +228,11 @@ def shred(
         "erasure_data_keys": {"rows": 0, "bytes": 0},
         "erasure_thread_keys": {"rows": 0, "bytes": 0},
     }
-    # Preflight: the statement this shred will sign passes the verifier's rules, with the
-    # rows as they are now (read without deleting).
+    # Preflight: the key unwraps with this key-encryption key (the key store and the KEK
+    # are the pair the application uses: CiphertextRejectedError otherwise), and the
+    # statement this shred will sign passes the verifier's rules, with the rows as they
+    # are now (read without deleting).
+    keys.unwrap_check(name)
     threads = keys.threads_of(name)
     draft = DestroyedKey(
         name=name, key_id=b"\x00" * 16, threads=threads, wrapped_sha256="",

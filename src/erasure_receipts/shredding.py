@@ -12,8 +12,17 @@ checkpoint and pending write with AES-256-GCM, the row's identity as associated 
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
 from ._backends.keys import DestroyedKey, KeyStore, KeyWrapper, LocalKeyWrapper
 from ._backends.sealing import SEALED_TYPE, Encryption, default_subject_of
+from ._backends.sqlite import database_path, has_checkpoints_table
+from ._backends.sqlite.encrypt import Migrated, encrypt_database
+from .errors import NotALangGraphDatabaseError
 
 __all__ = [
     "SEALED_TYPE",
@@ -22,5 +31,39 @@ __all__ = [
     "KeyStore",
     "KeyWrapper",
     "LocalKeyWrapper",
+    "Migrated",
     "default_subject_of",
+    "encrypt_sqlite_database",
 ]
+
+
+def encrypt_sqlite_database(
+    db: str | Path | sqlite3.Connection,
+    encryption: Encryption,
+    *,
+    serde: SerializerProtocol | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Migrated:
+    """Migrate a plaintext SQLite LangGraph database to ``encryption`` in place: every
+    checkpoint and pending write not yet sealed is read with ``serde`` (default:
+    LangGraph's ``JsonPlusSerializer``), sealed to its row under its thread's subject
+    key (the subject read from the checkpoint's metadata through ``config``-like
+    ``{"configurable": metadata}``, so the default ``subject_of`` finds ``user_id``),
+    and written back, in one transaction; then the file is ``VACUUM``-ed so no plaintext
+    page remains in it. Backups taken before keep the plaintext. Stop the application's
+    writers first. ``progress(done, total)`` is called per sealed row."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    own = not isinstance(db, sqlite3.Connection)
+    conn = db if isinstance(db, sqlite3.Connection) else sqlite3.connect(db, isolation_level=None)
+    try:
+        path = database_path(conn)
+        if not has_checkpoints_table(conn):
+            raise NotALangGraphDatabaseError(
+                f"{path}: no LangGraph checkpoint tables (not a LangGraph database)"
+            )
+        encryption.keys.check_not_database(sqlite_path=path)
+        return encrypt_database(conn, encryption, serde or JsonPlusSerializer(), progress=progress)
+    finally:
+        if own:
+            conn.close()

@@ -94,7 +94,7 @@ def test_one_module_per_command_group() -> None:
         "authorize": "erase",
         "retention": "retention",
         "replay": "replay",
-        "shred": "shred",
+        "shred": "shred", "encrypt": "shred",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
     }  # fmt: skip
     assert list(group.commands)[:3] == ["verify", "keygen", "show"]  # type: ignore[attr-defined]

@@ -82,6 +82,7 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "trust list": [["t.json", "--json=true"]],
     "shred": [["db", "--key", "k", "--keystore", "ks", "--archive", "a", "--subject", "s",
                "--json=1"]],
+    "encrypt": [["db", "--keystore", "ks", "--master-key", "mk", "--json=1"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -299,6 +300,7 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
                          "--archive", "{dir}/archive"], ALL),
     "shred": (["shred", X, "--key", "{key}", "--keystore", "{dir}/ks", "--archive",
                "{dir}/archive", "--subject", "s", "--master-key", "{dir}/mk"], ALL),
+    "encrypt": (["encrypt", X, "--keystore", "{dir}/ks", "--master-key", "{dir}/mk"], ALL),
 }  # fmt: skip
 
 

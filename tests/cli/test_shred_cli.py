@@ -163,3 +163,67 @@ def test_cli_shred_postgres(
     same = cli("shred", pg_db, "--subject", "bob", "--keystore", pg_db, "--master-key", mk,
                "--key", key, "--archive", tmp_path / "receipts")  # fmt: skip
     one_error(same, 2, "must not be the data database")
+
+
+# -- receipt encrypt: migrating a plaintext database ------------------------------------
+
+
+def test_cli_encrypt_migrates_a_plaintext_database(
+    tmp_path: Path, signer: Signer, key: Path
+) -> None:
+    from erasure_receipts.shredding import SEALED_TYPE
+    from test_encryption_sqlite import MARKER, raw_bytes
+
+    db = tmp_path / "plain.db"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    graph = build(AttestingSqliteSaver(conn, signer=signer))
+    for thread, user in (("alice-1", "alice"), ("bob-1", "bob"), ("anon-1", None)):
+        graph.invoke({"messages": [HumanMessage(content=f"secret {MARKER}")]}, cfg(thread, user))
+    conn.commit()
+    conn.close()
+    assert MARKER.encode() in raw_bytes(db)
+    mk = tmp_path / "master.key"
+    LocalKeyWrapper.generate(mk)
+    ks = tmp_path / "keys.sqlite"
+
+    res = cli("encrypt", db, "--keystore", ks, "--master-key", mk, "--json")
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["checkpoints"] > 0 and doc["writes"] > 0 and doc["threads"] == 3
+    assert doc["already_sealed"] == 0
+    assert MARKER.encode() not in raw_bytes(db)  # sealed, and the file VACUUMed
+    with sqlite3.connect(db) as raw:
+        types = {
+            t for (t,) in raw.execute("SELECT type FROM checkpoints UNION SELECT type FROM writes")
+        }
+    raw.close()
+    assert types == {SEALED_TYPE}
+
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        assert keys.threads_of("subject:alice") == ["alice-1"]  # from the metadata's user_id
+        assert keys.threads_of("thread:anon-1") == ["anon-1"]
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys))
+        g = build(saver)
+        assert MARKER in g.get_state(cfg("alice-1", "alice")).values["messages"][0].content
+        g.invoke({"messages": [HumanMessage(content="more")]}, cfg("alice-1", "alice"))
+        assert len(list(g.get_state_history(cfg("alice-1", "alice")))) >= 4
+        saver.shred_subject("alice")
+        with pytest.raises(KeyShreddedError):
+            g.get_state(cfg("alice-1", "alice"))
+        assert g.get_state(cfg("bob-1", "bob")).values["messages"]
+        conn.close()
+
+    again = cli("encrypt", db, "--keystore", ks, "--master-key", mk, "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["checkpoints"] == 0
+    assert json.loads(again.stdout)["already_sealed"] > 0
+
+    one_error(cli("encrypt", "postgresql://h/db", "--keystore", ks, "--master-key", mk), 2,
+              "SQLite files only")  # fmt: skip
+    one_error(cli("encrypt", db, "--keystore", ks), 2, "--master-key")
+    one_error(cli("encrypt", db, "--keystore", db, "--master-key", mk), 2,
+              "must not be the data database")  # fmt: skip
+    other = tmp_path / "other.txt"
+    other.write_text("not a database")
+    res = cli("encrypt", other, "--keystore", ks, "--master-key", mk)
+    assert res.exit_code == 3, res.stderr

@@ -11,7 +11,7 @@ __all__ = ["app"]
 _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
-    "shred",
+    "shred", "encrypt",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

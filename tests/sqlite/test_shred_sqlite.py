@@ -238,3 +238,113 @@ def test_async_shred_subject(tmp_path: Path, signer: Signer) -> None:
         restored.get_tuple(cfg("alice-1", None))
     assert restored.get_tuple(cfg("bob-1", None)) is not None
     bconn.close()
+
+
+def _writer(args: tuple[str, str, int]) -> int:
+    """One application process: its own data file, the shared key store, subject alice."""
+    tmp, kek_path, i = args
+    keys = KeyStore(Path(tmp) / "keys.sqlite", LocalKeyWrapper.from_file(kek_path))
+    conn = sqlite3.connect(Path(tmp) / f"data-{i}.sqlite", check_same_thread=False)
+    saver = AttestingSqliteSaver(conn, signer=Signer.generate(), encryption=Encryption(keys))
+    graph = build(saver)
+    for j in range(3):
+        for thread in (f"alice-p{i}-{j}", "alice-shared"):
+            graph.invoke(
+                {"messages": [HumanMessage(content=f"{MARKER} {j}")]}, cfg(thread, "alice")
+            )
+    conn.close()
+    keys.close()
+    return i
+
+
+def test_concurrent_processes_share_one_subject_key(tmp_path: Path, signer: Signer) -> None:
+    """Four processes write the same subject's threads at once: one key is created (the
+    first insert wins, the others read it), every process's rows decrypt, and one shred
+    covers all of them."""
+    import multiprocessing
+
+    kek = tmp_path / "master.key"
+    LocalKeyWrapper.generate(kek)
+    KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.from_file(kek)).close()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(4) as pool:
+        done = pool.map_async(_writer, [(str(tmp_path), str(kek), i) for i in range(4)])
+        assert sorted(done.get(timeout=240)) == [0, 1, 2, 3]
+    keys = KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.from_file(kek))
+    with sqlite3.connect(tmp_path / "keys.sqlite") as k:
+        assert k.execute("SELECT count(*) FROM erasure_data_keys").fetchone() == (1,)
+    k.close()
+    assert len(keys.threads_of("subject:alice")) == 13  # 4 x 3 + the shared one
+    savers = []
+    for i in range(4):  # the other "processes" look the key up on every read
+        conn = sqlite3.connect(tmp_path / f"data-{i}.sqlite", check_same_thread=False)
+        enc = Encryption(keys, key_cache_seconds=30 if i == 0 else 0)
+        saver = AttestingSqliteSaver(conn, signer=signer, encryption=enc)
+        assert saver.get_tuple(cfg("alice-shared", None)) is not None
+        savers.append((saver, conn))
+    receipt = savers[0][0].shred_subject("alice")
+    assert len(receipt.predicate["scope"]["threads"]) == 13
+    for saver, conn in savers:
+        with pytest.raises(KeyShreddedError):
+            saver.get_tuple(cfg("alice-shared", None))
+        conn.close()
+    keys.close()
+
+
+def test_a_failure_after_the_key_is_destroyed_says_so(
+    tmp_path: Path, signer: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signing or archiving fails after the key is gone: the error says the key is
+    destroyed (its rows no longer decrypt) and that no receipt was issued."""
+    from erasure_receipts import ErasureIncompleteError
+    from erasure_receipts._ops import shred as shred_op
+
+    _, keys, saver, conn = setup_app(tmp_path, signer)
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(shred_op, "sign_and_archive", broken)
+    with pytest.raises(ErasureIncompleteError, match=r"is destroyed.*disk full"):
+        saver.shred_subject("alice")
+    assert not keys.has_key("subject:alice")
+    with pytest.raises(KeyShreddedError):
+        saver.get_tuple(cfg("alice-1", None))
+    conn.close()
+
+
+def test_erasing_an_encrypted_thread_works_as_without(tmp_path: Path, signer: Signer) -> None:
+    """The row erasures (erase_thread, erase_subject) measure the ciphertext rows and
+    delete them as they delete any row; their receipts verify."""
+    _, _, saver, conn = setup_app(tmp_path, signer)
+    r = saver.erase_thread("bob-1")
+    verify_receipt(r, [signer.public_key])
+    assert r.predicate["pre_state"]["leaves"] > 0
+    assert saver.get_tuple(cfg("bob-1", None)) is None
+    r2 = saver.erase_subject("alice", threads=["alice-1", "alice-2"])
+    verify_receipt(r2, [signer.public_key])
+    assert saver.get_tuple(cfg("alice-1", None)) is None
+    conn.close()
+
+
+def test_another_encryption_sees_the_shred_after_its_key_cache_time(
+    tmp_path: Path, signer: Signer
+) -> None:
+    import time
+
+    _, keys, saver, conn = setup_app(tmp_path, signer)
+    other_conn = sqlite3.connect(tmp_path / "data.sqlite", check_same_thread=False)
+    other = AttestingSqliteSaver(
+        other_conn, signer=signer, encryption=Encryption(keys, key_cache_seconds=0.3)
+    )
+    assert other.get_tuple(cfg("alice-1", None)) is not None  # its key cached now
+    receipt = saver.shred_subject("alice")
+    note = next(o["note"] for o in receipt.predicate["out_of_scope"] if o["id"] == "other_copies")
+    assert "this saver's: 30 s" in note
+    time.sleep(0.4)
+    with pytest.raises(KeyShreddedError):
+        other.get_tuple(cfg("alice-1", None))
+    with pytest.raises(ConfigurationError, match="key_cache_seconds"):
+        Encryption(keys, key_cache_seconds=-1)
+    other_conn.close()
+    conn.close()

@@ -247,7 +247,9 @@ class KeyStore:
                     "a key store is a file (an in-memory one shreds nothing durable)"
                 )
             self.path = Path(path).resolve()
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=30
+            )
             conn.execute("PRAGMA secure_delete=ON")
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() == "wal":
@@ -382,13 +384,17 @@ class KeyStore:
                     raise KeyShreddedError(thread_id)
                 return found
             name = want if want is not None else thread_key_name(thread_id)
-            key = self._get(name) or self._create(name)
-            with self._cursor() as cur:
+            if self._get(name) is None:
+                self._create(name)
+            with self._cursor() as cur:  # another process may have bound it meanwhile
                 cur.execute(
-                    self._q("INSERT INTO erasure_thread_keys (thread_id, name) VALUES (?, ?)"),
+                    self._q(
+                        "INSERT INTO erasure_thread_keys (thread_id, name) VALUES (?, ?) "
+                        "ON CONFLICT (thread_id) DO NOTHING"
+                    ),
                     (thread_id, name),
                 )
-            return key
+            return self.key_for_thread(thread_id, subject)  # the binding that won
 
     def _get(self, name: str) -> tuple[bytes, bytes] | None:
         with self._cursor() as cur:
@@ -400,7 +406,8 @@ class KeyStore:
             return None
         return bytes(row[0]), self._unwrap(name, row[0], row[1])
 
-    def _create(self, name: str) -> tuple[bytes, bytes]:
+    def _create(self, name: str) -> None:
+        """A new key ``name``, unless another process created it first (that one wins)."""
         key_id, key = secrets.token_bytes(KEY_ID_BYTES), AESGCM.generate_key(bit_length=256)
         wrapped = self.wrapper.wrap(key, name.encode() + b"\x00" + key_id)
         now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -408,11 +415,10 @@ class KeyStore:
             cur.execute(
                 self._q(
                     "INSERT INTO erasure_data_keys (name, key_id, wrapped, kek_id, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)"
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING"
                 ),
                 (name, key_id, wrapped, self.wrapper.key_id, now),
             )
-        return key_id, key
 
     def unwrap_check(self, name: str) -> None:
         """Key ``name`` unwraps with this key store's wrapper (``CiphertextRejectedError``

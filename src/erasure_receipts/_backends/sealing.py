@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,9 +110,10 @@ class Encryption:
 
     ``allow_plaintext=True`` reads rows that are not encrypted (only for migrating a
     plaintext database, ``receipt encrypt``); otherwise they are refused
-    (``PlaintextRowError``). Data keys are cached in memory once unwrapped; a shred
-    through this object drops them from its cache (another process keeps its cached key
-    until it restarts or calls :meth:`forget`).
+    (``PlaintextRowError``). Unwrapped data keys are cached in memory for
+    ``key_cache_seconds`` (default 30): a shred through this object drops its key at
+    once; every other ``Encryption`` (another process) looks the key up again within
+    that time and then refuses the rows. ``0`` looks it up on every read and write.
     """
 
     def __init__(
@@ -120,15 +122,21 @@ class Encryption:
         subject_of: SubjectOf | None = None,
         *,
         allow_plaintext: bool = False,
+        key_cache_seconds: float = 30.0,
     ) -> None:
         if not isinstance(keys, KeyStore):
             raise ConfigurationError("Encryption(keys=...) takes a KeyStore")
+        if not isinstance(key_cache_seconds, (int, float)) or key_cache_seconds < 0:
+            raise ConfigurationError(
+                f"key_cache_seconds= must be a non-negative number, not {key_cache_seconds!r}"
+            )
         self.keys = keys
         self.subject_of: SubjectOf = subject_of or default_subject_of
         self.allow_plaintext = allow_plaintext
+        self.key_cache_seconds = float(key_cache_seconds)
         self._lock = threading.Lock()
-        self._by_thread: dict[str, tuple[bytes, AESGCM, str | None]] = {}
-        self._by_id: dict[bytes, AESGCM] = {}
+        self._by_thread: dict[str, tuple[bytes, AESGCM, str | None, float]] = {}
+        self._by_id: dict[bytes, tuple[AESGCM, float]] = {}
 
     # -- keys -------------------------------------------------------------------------
 
@@ -136,24 +144,29 @@ class Encryption:
         thread_id = str(config["configurable"]["thread_id"])
         subject = self.subject_of(config)
         hit = self._by_thread.get(thread_id)
-        if hit is not None and (subject is None or hit[2] == subject):
+        now = time.monotonic()
+        if hit is not None and hit[3] > now and (subject is None or hit[2] == subject):
             return hit[0], hit[1]
         key_id, key = self.keys.key_for_thread(thread_id, subject)  # refuses another subject
         aead = AESGCM(key)
+        until = now + self.key_cache_seconds
         with self._lock:
-            self._by_thread[thread_id] = (key_id, aead, subject)
-            self._by_id[key_id] = aead
+            self._by_thread[thread_id] = (key_id, aead, subject, until)
+            self._by_id[key_id] = (aead, until)
         return key_id, aead
 
     def _key_by_id(self, key_id: bytes, thread_id: str) -> AESGCM:
-        aead = self._by_id.get(key_id)
-        if aead is None:
-            found = self.keys.key_by_id(key_id)
-            if found is None:
-                raise KeyShreddedError(thread_id)
-            aead = AESGCM(found[1])
-            with self._lock:
-                self._by_id[key_id] = aead
+        hit = self._by_id.get(key_id)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        found = self.keys.key_by_id(key_id)
+        if found is None:
+            self.forget(key_id)
+            raise KeyShreddedError(thread_id)
+        aead = AESGCM(found[1])
+        with self._lock:
+            self._by_id[key_id] = (aead, now + self.key_cache_seconds)
         return aead
 
     def forget(self, key_id: bytes | None = None) -> None:
@@ -164,7 +177,7 @@ class Encryption:
                 self._by_id.clear()
                 return
             self._by_id.pop(key_id, None)
-            for t in [t for t, (k, _, _) in self._by_thread.items() if k == key_id]:
+            for t in [t for t, v in self._by_thread.items() if v[0] == key_id]:
                 del self._by_thread[t]
 
     def key_name(self, *, subject: str | None = None, thread_id: str | None = None) -> str:

@@ -79,7 +79,7 @@ def _measure(d: DestroyedKey) -> tuple[bytes, dict[str, dict[str, int]]]:
     return tree.root(), tables
 
 
-def _out_of_scope(keys: KeyStore) -> list[dict[str, str]]:
+def _out_of_scope(keys: KeyStore, cache: float) -> list[dict[str, str]]:
     retention = keys.backup_retention or "not stated"
     notes = dict(OUT_OF_SCOPE)
     notes["backups"] = (
@@ -89,10 +89,11 @@ def _out_of_scope(keys: KeyStore) -> list[dict[str, str]]:
         f"expired (the key store's configured backup retention: {retention})."
     )
     notes["other_copies"] = (
-        "A process that unwrapped the key before the shred keeps it in memory until it "
-        "restarts (or calls Encryption.forget); exports and copies made in plaintext "
-        "(e.g. by the application) are outside the named scope. Checkpoint metadata is "
-        "stored in plaintext (LangGraph filters on it)."
+        "Another process that unwrapped the key before the shred keeps it in memory for "
+        f"up to its key cache time (Encryption key_cache_seconds; this saver's: {cache:g} "
+        "s) and can decrypt until then; exports and copies made in plaintext (e.g. by "
+        "the application) are outside the named scope. Checkpoint metadata is stored in "
+        "plaintext (LangGraph filters on it)."
     )
     return [{"id": i, "note": notes[i]} for i, _ in OUT_OF_SCOPE] + [
         {
@@ -136,6 +137,7 @@ def _statement(
     checks: list[dict[str, str]],
     residue: list[dict[str, Any]],
     scrub: str,
+    cache: float,
 ) -> dict[str, Any]:
     root, tables = _measure(d)
     prefix = "langgraph-shred:" if key_scope == "subject" else "langgraph-shred-thread:"
@@ -164,7 +166,7 @@ def _statement(
         scope=_scope(keys, subject, key_scope, d.threads, key_commitment(d.key_id), scrub),
         subject_name=prefix + subject,
     )
-    st["predicate"]["out_of_scope"] = _out_of_scope(keys)
+    st["predicate"]["out_of_scope"] = _out_of_scope(keys, cache)
     return st
 
 
@@ -243,7 +245,7 @@ def shred(
         _statement(eraser, keys, saver, subject=subject, key_scope=key_scope,
                    receipt_id=receipt_id, issued_at=issued_at, d=draft, post=zero,
                    checks=[{"name": "preflight", "result": "pass"}], residue=[],
-                   scrub="applied"),
+                   scrub="applied", cache=encryption.key_cache_seconds),
         residue=False,
     )  # fmt: skip
 
@@ -276,7 +278,7 @@ def shred(
     st = _statement(
         eraser, keys, saver, subject=subject, key_scope=key_scope, receipt_id=receipt_id,
         issued_at=issued_at, d=destroyed, post=post, checks=checks,
-        residue=destroyed.residue, scrub=scrub,
+        residue=destroyed.residue, scrub=scrub, cache=encryption.key_cache_seconds,
     )  # fmt: skip
     if readable or any(left.values()):
         raise ErasureIncompleteError(

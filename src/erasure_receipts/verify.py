@@ -318,25 +318,33 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
 
 
 SHRED_TABLES = frozenset(("erasure_data_keys", "erasure_thread_keys"))
-"""The key store's tables a shred receipt lists (RECEIPT_SPEC.md 9.12)."""
+"""The key store's tables a shred receipt lists (RECEIPT_SPEC.md 9.12), and the one it
+may list: ``erasure_namespace_keys`` (store namespaces bound to the key)."""
+SHRED_NAMESPACE_TABLE = "erasure_namespace_keys"
 
 
 def _check_shred(p: dict[str, Any], mismatch: Any) -> None:
     """A shred destroys one key and its thread bindings in the key store named by the
     backend, and nothing else (RECEIPT_SPEC.md 9.12)."""
     sc, pre = p["scope"], p["pre_state"]["tables"]
-    if set(pre) != SHRED_TABLES:
-        raise mismatch(f"a shred receipt lists exactly {sorted(SHRED_TABLES)}; got {sorted(pre)}")
+    if set(pre) - {SHRED_NAMESPACE_TABLE} != SHRED_TABLES:
+        raise mismatch(
+            f"a shred receipt lists {sorted(SHRED_TABLES)} (and {SHRED_NAMESPACE_TABLE}); "
+            f"got {sorted(pre)}"
+        )
+    bound = pre.get(SHRED_NAMESPACE_TABLE, {"rows": 0})["rows"]
+    if bound != len(sc["store_namespaces"]):
+        raise mismatch("erasure_namespace_keys rows differ from the number of store_namespaces")
     if pre["erasure_data_keys"]["rows"] != 1:
         raise mismatch("a shred receipt destroys exactly one key (erasure_data_keys: 1 row)")
     if pre["erasure_thread_keys"]["rows"] != len(sc["threads"]):
         raise mismatch("erasure_thread_keys rows differ from the number of scope.threads")
     if p["methods"] != {"key_store": "atomic-transaction"}:
         raise mismatch('a shred receipt\'s methods are exactly {"key_store": "atomic-transaction"}')
-    if sc["store_namespaces"]:
-        raise mismatch("a shred receipt names no store namespaces")
-    if p["backend"]["kind"] != f"key-store-{sc['key_store']['kind']}" or p["backend"]["store"]:
-        raise mismatch("backend.kind must be key-store-<scope.key_store.kind>, with no store")
+    if p["backend"]["kind"] != f"key-store-{sc['key_store']['kind']}":
+        raise mismatch("backend.kind must be key-store-<scope.key_store.kind>")
+    if (p["backend"]["store"] is None) != (not sc["store_namespaces"]):
+        raise mismatch("backend.store names the encrypted store exactly when store namespaces are")
     if sc["key_scope"] == "thread" and sc["threads"] != [sc["subject"]]:
         raise mismatch("a thread's own key covers exactly that thread")
 

@@ -1204,6 +1204,7 @@ def _namespace_good_cases() -> dict[str, Callable[[], bytes]]:
 
 SHRED_ID = "6d0a4e8c-3f5b-4c7d-8e9f-4a5b6c7d8e9f"
 SHRED_THREAD_ID = "7e1b5f9d-4a6c-4d8e-9fa0-5b6c7d8e9fa0"
+SHRED_STORE_ID = "8f2c6a0e-5b7d-4e9f-8ab1-6c7d8e9fa0b1"
 SHRED_KEY_ID = bytes(range(16))
 SHRED_RESIDUE = [
     {"action": "key_store.vacuum", "status": "applied",
@@ -1218,6 +1219,7 @@ def shred_statement(
     key_scope: str = "subject",
     subject: str = "alice",
     threads: tuple[str, ...] = ("alice-1", "alice-2"),
+    namespaces: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """``shred_subject("alice")``: the key's row and its two thread bindings, destroyed."""
     name = f"{key_scope}:{subject}"
@@ -1230,6 +1232,11 @@ def shred_statement(
          digest.encode_row("erasure_thread_keys", (t,), (("thread_id", t), ("name", name))))
         for t in threads
     ]  # fmt: skip
+    rows += [
+        ("erasure_namespace_keys",
+         digest.encode_row("erasure_namespace_keys", (n,), (("namespace", n), ("name", name))))
+        for n in namespaces
+    ]  # fmt: skip
     tree = MerkleTree()
     for _, data in rows:
         tree.append(data)
@@ -1239,20 +1246,26 @@ def shred_statement(
         "erasure_thread_keys": {"rows": len(threads),
                                 "bytes": sum(len(t) + len(name) for t in threads)},
     }  # fmt: skip
+    if namespaces:
+        ns_bytes = sum(len(n) + len(name) for n in namespaces)
+        pre["erasure_namespace_keys"] = {"rows": len(namespaces), "bytes": ns_bytes}
     zero = {k: {"rows": 0, "bytes": 0} for k in pre}
     commitment = hashlib.sha256(b"erasure-receipts-data-key-id-v1\x00" + SHRED_KEY_ID).hexdigest()
     scope = {
         "subject": subject, "key_scope": key_scope, "threads": sorted(threads),
-        "key_commitment": commitment, "checkpoint_namespaces": "all", "store_namespaces": [],
+        "key_commitment": commitment, "checkpoint_namespaces": "all",
+        "store_namespaces": [n.split(".") for n in namespaces],
         "tombstone": False,
         "key_store": {"kind": "sqlite", "scrub": "applied", "backup_retention": "P30D"},
     }  # fmt: skip
     prefix = "langgraph-shred:" if key_scope == "subject" else "langgraph-shred-thread:"
     return build_statement(**{
         **statement_kwargs(),
-        "receipt_id": SHRED_ID if key_scope == "subject" else SHRED_THREAD_ID,
+        "receipt_id": SHRED_STORE_ID if namespaces else (
+            SHRED_ID if key_scope == "subject" else SHRED_THREAD_ID),
         "thread_id": None, "store_namespaces": [], "tombstone": False,
-        "backend": {"kind": "key-store-sqlite", "saver": "AttestingSqliteSaver", "store": None,
+        "backend": {"kind": "key-store-sqlite", "saver": "AttestingSqliteSaver",
+                    "store": "EncryptedStore" if namespaces else None,
                     "database": "/var/lib/app/keys.sqlite",
                     "versions": {"langgraph-erasure-receipts": "0.1.0"}},
         "pre_digest": tree.root().hex(), "pre_tables": pre,
@@ -1268,6 +1281,12 @@ def _shred_two_keys(p: dict[str, Any]) -> None:
     t = p["pre_state"]["tables"]["erasure_data_keys"]
     t["rows"], t["bytes"] = 2, t["bytes"] * 2
     p["pre_state"]["leaves"] += 1
+
+
+def _shred_fewer_namespaces() -> dict[str, Any]:
+    st = shred_statement(namespaces=("users.alice", "users.alice.prefs"))
+    st["predicate"]["scope"]["store_namespaces"] = [["users", "alice"]]
+    return st
 
 
 def _shred_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
@@ -1302,6 +1321,9 @@ def _shred_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
             "shred receipt without the key store's residue scan"),
         "kind_shred_checkpoint_table": (_kind_resigned(S, with_checkpoints), 1,
             "scope_mismatch", "shred receipt listing a table of the data database"),
+        "kind_shred_namespaces_differ": (lambda: _signed(_shred_fewer_namespaces()), 1,
+            "scope_mismatch", "shred receipt naming fewer store namespaces than the "
+            "namespace bindings it destroyed"),
     }  # fmt: skip
 
 
@@ -1309,6 +1331,9 @@ def _shred_good_cases() -> dict[str, Callable[[], bytes]]:
     return {
         "shred.json": lambda: _signed(shred_statement()),
         "shred-thread.json": lambda: _signed(shred_statement("thread", "anon-1", ("anon-1",))),
+        "shred-store.json": lambda: _signed(
+            shred_statement(namespaces=("users.alice", "users.alice.prefs"))
+        ),
     }
 
 

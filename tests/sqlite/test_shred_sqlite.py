@@ -348,3 +348,86 @@ def test_another_encryption_sees_the_shred_after_its_key_cache_time(
         Encryption(keys, key_cache_seconds=-1)
     other_conn.close()
     conn.close()
+
+
+def test_store_items_are_encrypted_and_shredded(tmp_path: Path, signer: Signer) -> None:
+    """Encryption.wrap_store: a real graph writes memories through the encrypting store;
+    the raw store rows hold no marker, a value moved to another item fails, a plaintext
+    item is refused; shred_subject covers the subject's namespaces, in the live file and
+    in a backup."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.sqlite import SqliteStore
+
+    from erasure_receipts import CiphertextRejectedError, PlaintextRowError
+    from test_encryption_sqlite import State
+
+    keys = KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.generate(tmp_path / "kek"))
+    enc = Encryption(keys)
+    db = tmp_path / "data.sqlite"
+    sconn = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+    raw_store = SqliteStore(sconn)
+    raw_store.setup()
+    store = enc.wrap_store(
+        raw_store, lambda ns: ns[1] if len(ns) > 1 and ns[0] == "users" else None
+    )
+    conn = sqlite3.connect(db, check_same_thread=False)
+    saver = AttestingSqliteSaver(conn, signer=signer, encryption=enc, store=raw_store)
+
+    def remember(state: State, config: RunnableConfig) -> dict[str, Any]:
+        uid = config["configurable"]["user_id"]
+        get_store().put(("users", uid), "profile", {"email": f"{uid}@{MARKER}.example"})
+        return {"note": "ok"}
+
+    g = StateGraph(State)
+    g.add_node("remember", remember)
+    g.add_edge(START, "remember")
+    g.add_edge("remember", END)
+    graph = g.compile(checkpointer=saver, store=store)
+    for thread, user in (("alice-1", "alice"), ("bob-1", "bob")):
+        graph.invoke({"messages": [HumanMessage(content="hi")]}, cfg(thread, user))
+
+    assert store.get(("users", "alice"), "profile").value["email"].startswith("alice@")
+    rows = sconn.execute("SELECT prefix, key, value FROM store").fetchall()
+    assert rows and all(MARKER not in str(v) for _, _, v in rows)
+    assert MARKER.encode() not in raw_bytes(db)
+    assert keys.namespaces_of("subject:alice") == ["users.alice"]
+    with pytest.raises(ConfigurationError, match="no data subject"):
+        store.put(("global",), "k", {"v": 1})
+    with pytest.raises(ConfigurationError, match="searched by content"):
+        store.search(("users",), filter={"email": "x"})
+
+    # bob's sealed value copied onto another item fails; a plaintext item is refused.
+    (bob,) = sconn.execute("SELECT value FROM store WHERE prefix='users.bob'").fetchone()
+    sconn.execute("UPDATE store SET value=? WHERE prefix='users.bob' AND key='profile'", (bob,))
+    raw_store.put(("users", "bob"), "copy", {"x": 1})
+    sconn.execute("UPDATE store SET value=? WHERE prefix='users.bob' AND key='copy'", (bob,))
+    with pytest.raises(CiphertextRejectedError, match="copy"):
+        store.get(("users", "bob"), "copy")
+    raw_store.put(("users", "bob"), "plain", {"x": 1})
+    with pytest.raises(PlaintextRowError, match="plain"):
+        store.get(("users", "bob"), "plain")
+    raw_store.delete(("users", "bob"), "copy")
+    raw_store.delete(("users", "bob"), "plain")
+
+    backup(db, tmp_path / "backup.sqlite")
+    receipt = saver.shred_subject("alice")
+    verify_receipt(receipt, [signer.public_key])
+    p = receipt.predicate
+    assert p["scope"]["store_namespaces"] == [["users", "alice"]]
+    assert p["pre_state"]["tables"]["erasure_namespace_keys"]["rows"] == 1
+    assert p["backend"]["store"] == "EncryptedStore"
+    with pytest.raises(KeyShreddedError):
+        store.get(("users", "alice"), "profile")
+    assert store.get(("users", "bob"), "profile").value["email"].startswith("bob@")
+    bstore = enc.wrap_store(
+        SqliteStore(sqlite3.connect(tmp_path / "backup.sqlite", check_same_thread=False,
+                                    isolation_level=None)),
+        lambda ns: ns[1],
+    )  # fmt: skip
+    with pytest.raises(KeyShreddedError):
+        bstore.get(("users", "alice"), "profile")
+    assert bstore.get(("users", "bob"), "profile") is not None
+    conn.close()
+    sconn.close()

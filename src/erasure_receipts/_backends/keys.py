@@ -163,6 +163,9 @@ class DestroyedKey:
     created_at), read in the deleting transaction."""
     thread_rows: list[tuple[Any, ...]] = field(default_factory=list)
     """The ``erasure_thread_keys`` rows (thread_id, name), by thread id."""
+    namespace_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    """The ``erasure_namespace_keys`` rows (namespace, name): store namespaces whose items
+    were encrypted under the key (``Encryption.wrap_store``), by namespace."""
 
 
 _SCHEMA = (
@@ -177,6 +180,10 @@ _SCHEMA = (
         name TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS erasure_thread_keys_name ON erasure_thread_keys (name)",
     "CREATE TABLE IF NOT EXISTS erasure_key_store (token TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS erasure_namespace_keys (
+        namespace TEXT PRIMARY KEY,
+        name TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS erasure_namespace_keys_name ON erasure_namespace_keys (name)",
 )
 KEY_STORE_TABLE = "erasure_key_store"
 """The table whose random token identifies a key store (a saver looks for it in its own
@@ -185,6 +192,7 @@ database: found with this key store's token, the key store is the data database)
 
 KEY_COLUMNS = ("name", "key_id", "wrapped", "kek_id", "created_at")
 THREAD_COLUMNS = ("thread_id", "name")
+NAMESPACE_COLUMNS = ("namespace", "name")
 
 
 def _key_rows(
@@ -206,6 +214,15 @@ def _key_rows(
     )
     key_row = tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
     return key_row, [tuple(r) for r in cur.fetchall()]
+
+
+def _namespace_rows(cur: Any, name: str, ph: str) -> list[tuple[Any, ...]]:
+    cur.execute(
+        f"SELECT {', '.join(NAMESPACE_COLUMNS)} FROM erasure_namespace_keys WHERE name = {ph} "
+        "ORDER BY namespace",
+        (name,),
+    )
+    return [tuple(r) for r in cur.fetchall()]
 
 
 def subject_key_name(subject: str) -> str:
@@ -460,6 +477,47 @@ class KeyStore:
             )
             return [str(r[0]) for r in cur.fetchall()]
 
+    def namespaces_of(self, name: str) -> list[str]:
+        """The store namespaces (labels joined with ``.``) bound to key ``name``."""
+        with self._cursor() as cur:
+            return [str(r[0]) for r in _namespace_rows(cur, name, "?" if self._sqlite else "%s")]
+
+    def key_for_namespace(self, namespace: str, subject: str) -> tuple[bytes, bytes]:
+        """``(key_id, data_key)`` for store items in ``namespace``: the subject's key
+        (created if needed), the namespace bound to it on first use; a namespace bound
+        to one subject is never written under another (``ConfigurationError``)."""
+        want = subject_key_name(subject)
+        with self._lock:
+            with self._cursor() as cur:
+                cur.execute(
+                    self._q("SELECT name FROM erasure_namespace_keys WHERE namespace = ?"),
+                    (namespace,),
+                )
+                row = cur.fetchone()
+            if row is not None:
+                if str(row[0]) != want:
+                    raise ConfigurationError(
+                        f"store namespace {namespace!r} is encrypted under key "
+                        f"{str(row[0])!r}, not subject {subject!r}"
+                    )
+                found = self._get(want)
+                if found is None:
+                    from ..errors import KeyShreddedError
+
+                    raise KeyShreddedError(namespace, "the data key of its store namespace")
+                return found
+            if self._get(want) is None:
+                self._create(want)
+            with self._cursor() as cur:
+                cur.execute(
+                    self._q(
+                        "INSERT INTO erasure_namespace_keys (namespace, name) VALUES (?, ?) "
+                        "ON CONFLICT (namespace) DO NOTHING"
+                    ),
+                    (namespace, want),
+                )
+            return self.key_for_namespace(namespace, subject)
+
     def has_key(self, name: str) -> bool:
         """Whether key ``name`` exists."""
         with self._cursor() as cur:
@@ -478,7 +536,9 @@ class KeyStore:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     rows = _key_rows(conn.cursor(), name, "?")
+                    ns_rows = _namespace_rows(conn.cursor(), name, "?")
                     if rows is not None:
+                        conn.execute("DELETE FROM erasure_namespace_keys WHERE name = ?", (name,))
                         conn.execute("DELETE FROM erasure_thread_keys WHERE name = ?", (name,))
                         conn.execute("DELETE FROM erasure_data_keys WHERE name = ?", (name,))
                     conn.execute("COMMIT")
@@ -491,7 +551,9 @@ class KeyStore:
             else:
                 with self._pg.transaction(), self._pg.cursor() as cur:
                     rows = _key_rows(cur, name, "%s", lock=True)
+                    ns_rows = _namespace_rows(cur, name, "%s")
                     if rows is not None:
+                        cur.execute("DELETE FROM erasure_namespace_keys WHERE name = %s", (name,))
                         cur.execute("DELETE FROM erasure_thread_keys WHERE name = %s", (name,))
                         cur.execute("DELETE FROM erasure_data_keys WHERE name = %s", (name,))
                 if rows is None:
@@ -499,6 +561,7 @@ class KeyStore:
                 with self._pg.cursor() as cur:
                     cur.execute("VACUUM erasure_data_keys")
                     cur.execute("VACUUM erasure_thread_keys")
+                    cur.execute("VACUUM erasure_namespace_keys")
                 residue = [
                     {"action": "key_store.vacuum", "status": "applied",
                      "detail": {"key_store": "postgres",
@@ -515,7 +578,9 @@ class KeyStore:
                 not self.has_key(name)
                 and self.key_by_id(key_id) is None
                 and not self.threads_of(name)
+                and not self.namespaces_of(name)
             )
+
         return DestroyedKey(
             name=name,
             key_id=key_id,
@@ -525,6 +590,7 @@ class KeyStore:
             gone=gone,
             key_row=key_row,
             thread_rows=thread_rows,
+            namespace_rows=ns_rows,
         )
 
     def _scrub_sqlite(self, key_id: bytes, wrapped: bytes) -> list[dict[str, Any]]:

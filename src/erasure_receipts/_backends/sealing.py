@@ -20,6 +20,7 @@ Format of a sealed value (column ``type`` = :data:`SEALED_TYPE`)::
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import threading
@@ -281,6 +282,63 @@ class Encryption:
             for ch, v in writes
         ]
 
+    # -- store items (wrap_store) ---------------------------------------------------
+
+    def seal_store_value(
+        self, subject: str, namespace: tuple[str, ...], key: str, value: Any
+    ) -> dict[str, str]:
+        """``value`` (a store item's dict) sealed under ``subject``'s key to its item."""
+        ns = ".".join(namespace)
+        key_id, data_key = self.keys.key_for_namespace(ns, subject)
+        aead = AESGCM(data_key)
+        nonce = secrets.token_bytes(_NONCE)
+        plain = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        ct = aead.encrypt(nonce, plain, _aad(key_id, ("store", ns, key)))
+        return {SEALED_VALUE_KEY: base64.b64encode(MAGIC + key_id + nonce + ct).decode()}
+
+    def open_store_value(self, namespace: tuple[str, ...], key: str, value: Any) -> Any:
+        """A store item's value read back: decrypted against (namespace, key); a value
+        that is not sealed is refused (``PlaintextRowError``) unless ``allow_plaintext``."""
+        ns = ".".join(namespace)
+        if not (isinstance(value, dict) and set(value) == {SEALED_VALUE_KEY}):
+            if self.allow_plaintext:
+                return value
+            raise PlaintextRowError(
+                f"store item {ns!r}/{key!r} is not encrypted (written behind the encrypting "
+                "store's back); refused"
+            )
+        try:
+            blob = base64.b64decode(value[SEALED_VALUE_KEY], validate=True)
+        except (ValueError, TypeError):
+            raise CiphertextRejectedError(
+                f"store item {ns!r}/{key!r} is not a sealed value"
+            ) from None
+        if len(blob) < _HEAD + _NONCE + 16 or blob[: len(MAGIC)] != MAGIC:
+            raise CiphertextRejectedError(f"store item {ns!r}/{key!r} is not a sealed value")
+        key_id = blob[len(MAGIC) : _HEAD]
+        aead = self._key_by_id(key_id, ns)
+        try:
+            plain = aead.decrypt(blob[_HEAD : _HEAD + _NONCE], blob[_HEAD + _NONCE :],
+                                 _aad(key_id, ("store", ns, key)))  # fmt: skip
+        except InvalidTag:
+            raise CiphertextRejectedError(
+                f"store item {ns!r}/{key!r} does not authenticate (altered, or moved from "
+                "another item)"
+            ) from None
+        return json.loads(plain)
+
+    def wrap_store(self, store: Any, subject_of_namespace: NamespaceSubject) -> Any:
+        """``store`` with every item value encrypted under the data key of
+        ``subject_of_namespace(namespace)`` (e.g. ``lambda ns: ns[1]`` for
+        ``("users", user_id, ...)``), bound to the item's namespace and key; a shred of
+        the subject makes them undecryptable too. Pass the result to the graph
+        (``compile(store=...)``) and its ``.store`` to the saver (``store=``)."""
+        if not callable(subject_of_namespace):
+            raise ConfigurationError(
+                "subject_of_namespace= must be a function namespace -> subject"
+            )
+        return _store_class()(store, self, subject_of_namespace)
+
     # -- PostgreSQL: channel values live in checkpoint_blobs ---------------------------
 
     def seal_for_thread(
@@ -321,3 +379,78 @@ class Encryption:
         opened = self.open_tuple(inner, tup._replace(checkpoint=checkpoint))  # type: ignore[arg-type]
         assert opened is not None
         return opened
+
+
+# -- store items (Encryption.wrap_store) ------------------------------------------------
+
+SEALED_VALUE_KEY = "__erasure_receipts_sealed__"
+"""A sealed store value is ``{SEALED_VALUE_KEY: base64(sealed bytes)}``."""
+
+NamespaceSubject = Callable[[tuple[str, ...]], "str | None"]
+
+
+def _store_class() -> Any:
+    from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchItem, SearchOp
+
+    class EncryptedStore(BaseStore):
+        """A ``BaseStore`` whose item values are AES-256-GCM under the data key of the
+        namespace's subject, bound to (namespace, key). Give the graph this store and the
+        saver the underlying one (``store=wrapped.store``): erasures read raw rows.
+        Content search (``query``, ``filter``) and vector indexing are refused: the values
+        are ciphertext to the store."""
+
+        def __init__(
+            self, store: BaseStore, encryption: Encryption, subject_of: NamespaceSubject
+        ) -> None:
+            self.store = store
+            self.encryption = encryption
+            self.subject_of_namespace = subject_of
+
+        def _seal_op(self, op: Any) -> Any:
+            if isinstance(op, PutOp) and op.value is not None:
+                ns = tuple(op.namespace)
+                subject = self.subject_of_namespace(ns)
+                if subject is None:
+                    raise ConfigurationError(
+                        f"store namespace {'.'.join(ns)!r} has no data subject "
+                        "(subject_of_namespace returned None); it cannot be encrypted"
+                    )
+                value = self.encryption.seal_store_value(subject, ns, op.key, op.value)
+                return PutOp(op.namespace, op.key, value, index=False, ttl=op.ttl)
+            if isinstance(op, SearchOp) and (op.query is not None or op.filter):
+                raise ConfigurationError(
+                    "an encrypted store cannot be searched by content (query= or filter=)"
+                )
+            return op
+
+        def _open(self, item: Any) -> Any:
+            if item is None:
+                return None
+            value = self.encryption.open_store_value(tuple(item.namespace), item.key, item.value)
+            if isinstance(item, SearchItem):
+                return SearchItem(item.namespace, item.key, value, item.created_at,
+                                  item.updated_at, item.score)  # fmt: skip
+            return Item(value=value, key=item.key, namespace=item.namespace,
+                        created_at=item.created_at, updated_at=item.updated_at)  # fmt: skip
+
+        def _open_results(self, ops: Any, results: list[Any]) -> list[Any]:
+            out = []
+            for op, res in zip(ops, results, strict=True):
+                if isinstance(op, GetOp):
+                    out.append(self._open(res))
+                elif isinstance(op, SearchOp):
+                    out.append([self._open(i) for i in res])
+                else:
+                    out.append(res)
+            return out
+
+        def batch(self, ops: Any) -> list[Any]:
+            ops = list(ops)
+            return self._open_results(ops, self.store.batch([self._seal_op(o) for o in ops]))
+
+        async def abatch(self, ops: Any) -> list[Any]:
+            ops = list(ops)
+            res = await self.store.abatch([self._seal_op(o) for o in ops])
+            return self._open_results(ops, res)
+
+    return EncryptedStore

@@ -21,7 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from .._backends.keys import KEY_COLUMNS, THREAD_COLUMNS, DestroyedKey, KeyStore
+from .._backends.keys import (
+    KEY_COLUMNS,
+    NAMESPACE_COLUMNS,
+    THREAD_COLUMNS,
+    DestroyedKey,
+    KeyStore,
+)
 from .._backends.sealing import Encryption
 from .._clock import format_time
 from .._engine.eraser import Eraser
@@ -39,6 +45,8 @@ from ..receipt import OUT_OF_SCOPE, Receipt, build_statement, validate_statement
 __all__ = ["KEY_COMMITMENT_PREFIX", "key_commitment", "shred"]
 
 KEY_COMMITMENT_PREFIX = b"erasure-receipts-data-key-id-v1\x00"
+
+KEY_TABLES = ("erasure_data_keys", "erasure_thread_keys", "erasure_namespace_keys")
 
 Probe = Callable[[str], str]
 """``thread_id -> "refused" | "empty" | "readable"``: what reading the thread through the
@@ -76,6 +84,12 @@ def _measure(d: DestroyedKey) -> tuple[bytes, dict[str, dict[str, int]]]:
         tree.append(encode_row("erasure_thread_keys", [cols["thread_id"]], list(cols.items())))
         tables["erasure_thread_keys"]["rows"] += 1
         tables["erasure_thread_keys"]["bytes"] += sum(_size(v) for v in row)
+    tables["erasure_namespace_keys"] = {"rows": 0, "bytes": 0}
+    for row in d.namespace_rows:
+        cols = dict(zip(NAMESPACE_COLUMNS, row, strict=True))
+        tree.append(encode_row("erasure_namespace_keys", [cols["namespace"]], list(cols.items())))
+        tables["erasure_namespace_keys"]["rows"] += 1
+        tables["erasure_namespace_keys"]["bytes"] += sum(_size(v) for v in row)
     return tree.root(), tables
 
 
@@ -105,15 +119,15 @@ def _out_of_scope(keys: KeyStore, cache: float) -> list[dict[str, str]]:
 
 
 def _scope(
-    keys: KeyStore, subject: str, key_scope: str, threads: list[str], commitment: str, scrub: str
+    keys: KeyStore, subject: str, key_scope: str, d: DestroyedKey, commitment: str, scrub: str
 ) -> dict[str, Any]:
     return {
         "subject": subject,
         "key_scope": key_scope,
-        "threads": sorted(threads),
+        "threads": sorted(d.threads),
         "key_commitment": commitment,
         "checkpoint_namespaces": "all",
-        "store_namespaces": [],
+        "store_namespaces": [str(r[0]).split(".") for r in d.namespace_rows],
         "tombstone": False,
         "key_store": {
             "kind": keys.kind,
@@ -150,7 +164,7 @@ def _statement(
         backend={
             "kind": f"key-store-{keys.kind}",
             "saver": saver,
-            "store": None,
+            "store": "EncryptedStore" if d.namespace_rows else None,
             "database": keys.label,
             "versions": {"langgraph-erasure-receipts": __version__},
         },
@@ -163,7 +177,7 @@ def _statement(
         residue=residue,
         generator_version=__version__,
         kind="shred",
-        scope=_scope(keys, subject, key_scope, d.threads, key_commitment(d.key_id), scrub),
+        scope=_scope(keys, subject, key_scope, d, key_commitment(d.key_id), scrub),
         subject_name=prefix + subject,
     )
     st["predicate"]["out_of_scope"] = _out_of_scope(keys, cache)
@@ -226,10 +240,7 @@ def shred(
     key_scope, _, subject = name.partition(":")
     receipt_id = str(uuid.uuid4())
     issued_at = format_time(eraser.now())
-    zero = {
-        "erasure_data_keys": {"rows": 0, "bytes": 0},
-        "erasure_thread_keys": {"rows": 0, "bytes": 0},
-    }
+    zero = {t: {"rows": 0, "bytes": 0} for t in KEY_TABLES}
     # Preflight: the key unwraps with this key-encryption key (the key store and the KEK
     # are the pair the application uses: CiphertextRejectedError otherwise), and the
     # statement this shred will sign passes the verifier's rules, with the rows as they
@@ -240,6 +251,7 @@ def shred(
         name=name, key_id=b"\x00" * 16, threads=threads, wrapped_sha256="",
         key_row=(name, b"\x00" * 16, b"\x00", keys.wrapper.key_id, issued_at),
         thread_rows=[(t, name) for t in threads],
+        namespace_rows=[(n, name) for n in keys.namespaces_of(name)],
     )  # fmt: skip
     _check(
         _statement(eraser, keys, saver, subject=subject, key_scope=key_scope,
@@ -257,6 +269,7 @@ def shred(
     left = {
         "erasure_data_keys": 1 if keys.has_key(name) else 0,
         "erasure_thread_keys": len(keys.threads_of(name)),
+        "erasure_namespace_keys": len(keys.namespaces_of(name)),
     }
     post = {k: {"rows": n, "bytes": n} for k, n in left.items()}
     outcomes = {t: probe(t) for t in destroyed.threads}
@@ -266,7 +279,7 @@ def shred(
         {"name": "key_store_rows_zero_after_commit",
          "result": "pass" if destroyed.gone and not any(left.values()) else "fail",
          "detail": "no erasure_data_keys row of the key (by name and by key id), no "
-                   "erasure_thread_keys row bound to it"},
+                   "erasure_thread_keys or erasure_namespace_keys row bound to it"},
         {"name": "api_reads_refused",
          "result": "fail" if readable else "pass",
          "detail": f"{len(outcomes)} thread(s) read through the saver's API: {refused} "

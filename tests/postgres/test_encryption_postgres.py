@@ -295,3 +295,47 @@ def test_pg_async_shred_subject(pg_db: str, keys: KeyStore, signer: Signer) -> N
     receipt = asyncio.run(main())
     verify_receipt(receipt, [signer.public_key])
     assert receipt.predicate["scope"]["threads"] == ["alice-1", "alice-2"]
+
+
+def test_pg_store_items_sync_and_async(pg_db: str, keys: KeyStore, signer: Signer) -> None:
+    """Encryption.wrap_store over PostgresStore and AsyncPostgresStore: values sealed in
+    the raw rows, read back through the wrapper, shredded with the subject."""
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.postgres.aio import AsyncPostgresStore
+
+    from erasure_receipts import KeyShreddedError, verify_receipt
+
+    enc = Encryption(keys)
+    with PostgresStore.from_conn_string(pg_db) as raw:
+        raw.setup()
+        store = enc.wrap_store(raw, lambda ns: ns[1])
+        store.put(("users", "alice"), "profile", {"email": f"alice@{MARKER}"})
+        store.put(("users", "bob"), "profile", {"email": "bob@example.com"})
+        assert store.get(("users", "alice"), "profile").value["email"].endswith(MARKER)
+        assert [i.key for i in store.search(("users", "alice"))] == ["profile"]
+
+    async def amain() -> None:
+        async with AsyncPostgresStore.from_conn_string(pg_db) as araw:
+            astore = enc.wrap_store(araw, lambda ns: ns[1])
+            await astore.aput(("users", "alice"), "prefs", {"tone": MARKER})
+            got = await astore.aget(("users", "alice"), "prefs")
+            assert got is not None and got.value == {"tone": MARKER}
+
+    asyncio.run(amain())
+    with connect(pg_db) as c:
+        values = [str(r[0]) for r in c.execute("SELECT value::text FROM store").fetchall()]
+    assert len(values) == 3 and not any(MARKER in v for v in values)
+
+    with (
+        AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, encryption=enc) as saver,
+        PostgresStore.from_conn_string(pg_db) as raw,
+    ):
+        saver.setup()
+        build(saver).invoke({"messages": [HumanMessage(content="hi")]}, cfg("alice-1", "alice"))
+        receipt = saver.shred_subject("alice")
+        verify_receipt(receipt, [signer.public_key])
+        assert receipt.predicate["scope"]["store_namespaces"] == [["users", "alice"]]
+        store = enc.wrap_store(raw, lambda ns: ns[1])
+        with pytest.raises(KeyShreddedError):
+            store.get(("users", "alice"), "profile")
+        assert store.get(("users", "bob"), "profile") is not None

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .errors import (
         ArgumentTypeError,
         AuthorizationError,
+        CiphertextRejectedError,
         ConfigurationError,
         DeferredError,
         DeltaChannelError,
@@ -49,14 +50,17 @@ if TYPE_CHECKING:
         InclusionProofError,
         InputError,
         KeyFormatError,
+        KeyShreddedError,
         LogConflictError,
         LogCorruptError,
         LogError,
         MalformedReceiptError,
         NeedlesFoundError,
+        NoDataKeyError,
         NotALangGraphDatabaseError,
         NothingToEraseError,
         NothingToRedactError,
+        PlaintextRowError,
         ReceiptSemanticsError,
         SignatureError,
         ThreadErasedError,
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
     from .privacy import CommitmentKey
     from .receipt import Receipt
     from .request import Authorization, RequestContext, authorize
+    from .shredding import Encryption, KeyStore, KeyWrapper, LocalKeyWrapper
     from .signing import PublicKey, Signer
     from .targets import ErasureTarget, FunctionTarget, SqlTarget, VectorStoreTarget
     from .trust import TrustedKey, TrustStore
@@ -133,6 +138,14 @@ _LAZY = {
     "Deferral": "_ops.defer",
     "DeferralScope": "_ops.defer",
     "DeferredError": "errors",
+    "Encryption": "shredding",
+    "KeyStore": "shredding",
+    "KeyWrapper": "shredding",
+    "LocalKeyWrapper": "shredding",
+    "CiphertextRejectedError": "errors",
+    "KeyShreddedError": "errors",
+    "PlaintextRowError": "errors",
+    "NoDataKeyError": "errors",
 }
 
 __all__ = [
@@ -144,12 +157,14 @@ __all__ = [
     "AttestingSqliteSaver",
     "Authorization",
     "AuthorizationError",
+    "CiphertextRejectedError",
     "CommitmentKey",
     "ConfigurationError",
     "Deferral",
     "DeferralScope",
     "DeferredError",
     "DeltaChannelError",
+    "Encryption",
     "ErasedDataRestoredError",
     "ErasureError",
     "ErasureIncompleteError",
@@ -159,6 +174,10 @@ __all__ = [
     "InclusionProofError",
     "InputError",
     "KeyFormatError",
+    "KeyShreddedError",
+    "KeyStore",
+    "KeyWrapper",
+    "LocalKeyWrapper",
     "Location",
     "LogConflictError",
     "LogCorruptError",
@@ -166,10 +185,12 @@ __all__ = [
     "MalformedReceiptError",
     "MerkleTree",
     "NeedlesFoundError",
+    "NoDataKeyError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "NothingToRedactError",
     "PendingErasure",
+    "PlaintextRowError",
     "PublicKey",
     "Receipt",
     "ReceiptLog",

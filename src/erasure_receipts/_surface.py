@@ -11,6 +11,7 @@ reader bridge onto the event loop that owns the connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +28,7 @@ from ._ops import history as _history
 from ._ops import namespace as _namespace
 from ._ops import redact as _redact
 from ._ops import replay as _replay
+from ._ops import shred as _shred
 from ._ops import subject as _subject
 from ._ops.defer import Deferral, DeferralScope
 from ._ops.history import Progress, SweepResult
@@ -36,6 +38,7 @@ from .errors import (
     ArgumentTypeError,
     ConfigurationError,
     ErasedDataRestoredError,
+    KeyShreddedError,
     NothingToEraseError,
 )
 from .log import ReceiptLog
@@ -848,6 +851,36 @@ class ErasureMethods(_Configured):
         self._eraser.db.ensure_journal()
         return _defer.release_deferral(self._eraser, receipt_id, reason)
 
+    # -- crypto-shredding (RECEIPT_SPEC.md 9.16; erasure_receipts.shredding) ---------------
+
+    def shred_subject(self, subject: str) -> Receipt:
+        """Destroy the data key of ``subject`` in the key store of this saver's
+        ``encryption``: every row of the subject's threads, in this database and in every
+        backup or copy of it, can no longer be decrypted (provided no copy of the key
+        survives: the key store's own backups must expire). The key store is scrubbed
+        (SQLite: ``secure_delete``, ``VACUUM``, a scan of its files for the key); each
+        thread is then read through this saver and must refuse (``KeyShreddedError``).
+        Returns the signed receipt (kind ``shred``). ``ConfigurationError`` without
+        encryption or without a key for the subject; ``ErasureIncompleteError`` if a
+        check fails after the key was destroyed (the key stays destroyed)."""
+        enc = _encryption_of(self)
+        name = _shred.key_to_shred(enc, subject=subject, thread_id=None)
+        return _shred.shred(self._eraser, enc, type(self).__name__, name, self._shred_probe)
+
+    def shred_thread(self, thread_id: str) -> Receipt:
+        """:meth:`shred_subject` for a thread written without a subject (its own key).
+        A thread under a subject's key is refused: ``shred_subject`` shreds it."""
+        enc = _encryption_of(self)
+        name = _shred.key_to_shred(enc, subject=None, thread_id=thread_id)
+        return _shred.shred(self._eraser, enc, type(self).__name__, name, self._shred_probe)
+
+    def _shred_probe(self, thread_id: str) -> str:
+        try:
+            rows = list(self.list({"configurable": {"thread_id": thread_id}}))  # type: ignore[attr-defined]
+        except KeyShreddedError:
+            return "refused"
+        return "readable" if rows else "empty"
+
 
 class AsyncErasureMethods(_Configured):
     """The async twins of :class:`ErasureMethods`: the same flows on a worker thread."""
@@ -1272,3 +1305,44 @@ class AsyncErasureMethods(_Configured):
         """Async :meth:`ErasureMethods.release_deferral`."""
         await self._adb.aensure_journal()
         return await self._adb.flow(_defer.release_deferral, self._eraser, receipt_id, reason)
+
+    # -- crypto-shredding (RECEIPT_SPEC.md 9.16) ------------------------------------------
+
+    async def ashred_subject(self, subject: str) -> Receipt:
+        """Async :meth:`ErasureMethods.shred_subject`."""
+        enc = _encryption_of(self)
+        name = _shred.key_to_shred(enc, subject=subject, thread_id=None)
+        return await self._ashred(enc, name)
+
+    async def ashred_thread(self, thread_id: str) -> Receipt:
+        """Async :meth:`ErasureMethods.shred_thread`."""
+        enc = _encryption_of(self)
+        name = _shred.key_to_shred(enc, subject=None, thread_id=thread_id)
+        return await self._ashred(enc, name)
+
+    async def _ashred(self, enc: Any, name: str) -> Receipt:
+        loop = asyncio.get_running_loop()
+
+        async def read(thread_id: str) -> str:
+            try:
+                rows = [t async for t in self.alist({"configurable": {"thread_id": thread_id}})]  # type: ignore[attr-defined]
+            except KeyShreddedError:
+                return "refused"
+            return "readable" if rows else "empty"
+
+        def probe(thread_id: str) -> str:
+            return asyncio.run_coroutine_threadsafe(read(thread_id), loop).result()
+
+        return await asyncio.to_thread(
+            _shred.shred, self._eraser, enc, type(self).__name__, name, probe
+        )
+
+
+def _encryption_of(saver: Any) -> Any:
+    enc = getattr(saver, "encryption", None)
+    if enc is None:
+        raise ConfigurationError(
+            "this saver has no encryption= (erasure_receipts.shredding.Encryption): "
+            "there is no key to shred"
+        )
+    return enc

@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "ArgumentTypeError",
     "AuthorizationError",
+    "CiphertextRejectedError",
     "ConfigurationError",
     "DeferredError",
     "DeltaChannelError",
@@ -25,14 +26,17 @@ __all__ = [
     "InclusionProofError",
     "InputError",
     "KeyFormatError",
+    "KeyShreddedError",
     "LogConflictError",
     "LogCorruptError",
     "LogError",
     "MalformedReceiptError",
     "NeedlesFoundError",
+    "NoDataKeyError",
     "NotALangGraphDatabaseError",
     "NothingToEraseError",
     "NothingToRedactError",
+    "PlaintextRowError",
     "ReceiptSemanticsError",
     "SignatureError",
     "ThreadErasedError",
@@ -308,3 +312,41 @@ class NothingToRedactError(NothingToEraseError):
             f"thread {thread_id!r} holds none of the needles (every row searched, decoded "
             "through the saver's serde); nothing was changed",
         )
+
+
+class CiphertextRejectedError(ErasureError):
+    """An encrypted row failed authentication: its ciphertext was altered, or moved
+    from the row it was written for (thread, checkpoint namespace, checkpoint, task,
+    channel are its associated data), or a key-encryption key does not fit."""
+
+    reason = "ciphertext_rejected"
+
+
+class PlaintextRowError(ErasureError):
+    """With encryption on, a row that is not encrypted by this library was read; it is
+    refused, not silently served (``receipt encrypt`` migrates a plaintext database)."""
+
+    reason = "plaintext_row"
+
+
+class KeyShreddedError(ThreadErasedError):
+    """The data key a row was encrypted under is gone from the key store (shredded):
+    the row can never be decrypted again. A ``ThreadErasedError``, so callers that
+    handle erased threads handle shredded ones."""
+
+    reason = "key_shredded"
+
+    def __init__(self, thread_id: str, what: str = "the data key") -> None:
+        ErasureError.__init__(
+            self,
+            f"thread {thread_id!r} was crypto-shredded: {what} its rows were encrypted "
+            "under is destroyed; they cannot be decrypted",
+        )
+        self.thread_id = thread_id
+
+
+class NoDataKeyError(ErasureError):
+    """A shred found no data key to destroy: the subject or thread was never written with
+    encryption, or was already shredded. Nothing was destroyed, no receipt issued."""
+
+    reason = "no_data_key"

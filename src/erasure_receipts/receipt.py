@@ -253,6 +253,12 @@ _K_SCOPE_OPT = frozenset(("privacy", "tombstone_policy", "store_tombstone"))
 # -- kind "namespace" (RECEIPT_SPEC.md 9.7): one store namespace prefix, no thread --
 _K_SCOPE_NAMESPACE = frozenset(("namespace", "store_namespaces", "tombstone"))
 _K_SCOPE_NAMESPACE_OPT = frozenset(("privacy",))
+# -- kind "shred" (RECEIPT_SPEC.md 9.16): a data key destroyed in the key store --------
+_K_SCOPE_SHRED = frozenset(
+    ("subject", "key_scope", "threads", "key_commitment", "checkpoint_namespaces",
+     "store_namespaces", "tombstone", "key_store")
+)  # fmt: skip
+_K_KEY_STORE = frozenset(("kind", "scrub", "backup_retention"))
 TOMBSTONE_POLICIES = ("new_conversations", "refuse_all")
 """``scope.tombstone_policy``: what the tombstone refuses (RECEIPT_SPEC.md 9)."""
 _K_PRIVACY = frozenset(("mode", "key_id"))
@@ -263,7 +269,7 @@ _K_UNIT = frozenset(("name", "digest", "leaves", "tables"))
 _K_NEEDLES = frozenset(("commitment", "salt", "values", "forms", "searched", "occurrences_after"))
 # -- kind "redaction" (RECEIPT_SPEC.md 9.12): values rewritten in a thread's rows --
 _K_REDACTION = frozenset(("checkpoints_before", "checkpoints_after", "replacement"))
-KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral")
+KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral", "shred")
 """Receipt kinds (RECEIPT_SPEC.md section 9); a predicate without ``kind`` is ``thread``."""
 AUTH_KINDS = ("thread", "history", "subject")
 """Kinds an authorization (RECEIPT_SPEC.md 9.6) can name; ``namespace`` not (yet)."""
@@ -441,7 +447,7 @@ def _state(v: Any, path: str) -> dict[str, Any]:
 
 _SCOPE_KEYS = {
     "thread": _K_SCOPE, "history": _K_SCOPE_HISTORY, "subject": _K_SCOPE_SUBJECT,
-    "namespace": _K_SCOPE_NAMESPACE, "redaction": _K_SCOPE,
+    "namespace": _K_SCOPE_NAMESPACE, "redaction": _K_SCOPE, "shred": _K_SCOPE_SHRED,
 }  # fmt: skip
 
 
@@ -449,6 +455,9 @@ def _scope(v: Any, kind: str, full: bool) -> None:
     keys = _SCOPE_KEYS[kind]
     if kind == "namespace":
         _namespace_scope(v)
+        return
+    if kind == "shred":
+        _shred_scope(v)
         return
     if full or type(v) is not dict or v.keys() != keys:
         _obj(v, "predicate.scope", keys, _K_SCOPE_OPT)
@@ -504,6 +513,30 @@ def _namespace_scope(sc: Any) -> None:
         _str(pr["key_id"], "predicate.scope.privacy.key_id", is_hex64)
 
 
+def _shred_scope(sc: Any) -> None:
+    """Kind ``shred`` (RECEIPT_SPEC.md 9.16): whose key, the threads bound to it, a
+    commitment to its id, and the key store's kind, scrub outcome and backup retention."""
+    _obj(sc, "predicate.scope", _K_SCOPE_SHRED)
+    _str(sc["subject"], "predicate.scope.subject", max_len=MAX_THREAD_ID)
+    if sc["key_scope"] not in ("subject", "thread"):
+        raise _fail("predicate.scope.key_scope", 'must be "subject" or "thread"')
+    threads = _list(sc["threads"], "predicate.scope.threads")
+    for i, t in enumerate(threads):
+        _str(t, ("predicate.scope.threads", i), max_len=MAX_THREAD_ID)
+    if threads != sorted(set(threads)):
+        raise _fail("predicate.scope.threads", "must be sorted and unique")
+    _str(sc["key_commitment"], "predicate.scope.key_commitment", is_hex64)
+    if sc["tombstone"] is not False:
+        raise _fail("predicate.scope.tombstone", "must be false (a shred tombstones nothing)")
+    ks = _obj(sc["key_store"], "predicate.scope.key_store", _K_KEY_STORE)
+    if ks["kind"] not in ("sqlite", "postgres"):
+        raise _fail("predicate.scope.key_store.kind", 'must be "sqlite" or "postgres"')
+    if type(ks["scrub"]) is not str or ks["scrub"] not in _RESIDUE_STATUSES:
+        raise _fail("predicate.scope.key_store.scrub", "unknown residue status")
+    if ks["backup_retention"] is not None:
+        _str(ks["backup_retention"], "predicate.scope.key_store.backup_retention", max_len=64)
+
+
 def _kind_members(p: dict[str, Any], kind: str) -> None:
     """``kept_state`` (history), ``units`` (subject) and ``needles`` (both) exactly
     where their kind has them."""
@@ -511,8 +544,8 @@ def _kind_members(p: dict[str, Any], kind: str) -> None:
         raise _fail("predicate.kept_state", f"is required for history receipts only ({kind})")
     if ("units" in p) != (kind == "subject"):
         raise _fail("predicate.units", f"is required for subject receipts only ({kind})")
-    if "needles" in p and kind == "thread":
-        raise _fail("predicate.needles", "is not allowed in thread receipts")
+    if "needles" in p and kind in ("thread", "shred"):
+        raise _fail("predicate.needles", f"is not allowed in {kind} receipts")
     if ("redaction" in p) != (kind == "redaction"):
         raise _fail("predicate.redaction", f"is required for redaction receipts only ({kind})")
     if kind == "redaction":

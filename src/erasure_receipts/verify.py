@@ -186,6 +186,11 @@ def check_semantics(statement: dict[str, Any]) -> None:
         name = "langgraph-store-namespace:" + ".".join(scope["namespace"])
     elif kind == "redaction":  # 9.12
         name = f"langgraph-thread-redaction:{scope['thread_id']}"
+    elif kind == "shred":  # 9.16
+        prefix = (
+            "langgraph-shred:" if scope["key_scope"] == "subject" else "langgraph-shred-thread:"
+        )
+        name = prefix + scope["subject"]
     else:
         name = f"langgraph-subject:{scope['subject']}"
     if statement["subject"][0]["name"] != name:
@@ -352,6 +357,8 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
                 f"a deferral receipt's methods are {want} (read, not deleted); got "
                 f"{dict(sorted(methods.items()))}"
             )
+    if p["kind"] == "shred":  # 9.16: the key store's rows, nothing of the data database
+        _check_shred(p, mismatch)
         return
     if p["kind"] == "namespace":  # 9.7: store rows of the saver's database only
         if namespaces != [p["scope"]["namespace"]]:
@@ -412,6 +419,38 @@ def _check_targets(
     return tables - listed, {k: v for k, v in methods.items() if k not in grouped}
 
 
+SHRED_TABLES = frozenset(("erasure_data_keys", "erasure_thread_keys"))
+"""The key store's tables a shred receipt lists (RECEIPT_SPEC.md 9.16), and the one it
+may list: ``erasure_namespace_keys`` (store namespaces bound to the key)."""
+SHRED_NAMESPACE_TABLE = "erasure_namespace_keys"
+
+
+def _check_shred(p: dict[str, Any], mismatch: Any) -> None:
+    """A shred destroys one key and its thread bindings in the key store named by the
+    backend, and nothing else (RECEIPT_SPEC.md 9.16)."""
+    sc, pre = p["scope"], p["pre_state"]["tables"]
+    if set(pre) - {SHRED_NAMESPACE_TABLE} != SHRED_TABLES:
+        raise mismatch(
+            f"a shred receipt lists {sorted(SHRED_TABLES)} (and {SHRED_NAMESPACE_TABLE}); "
+            f"got {sorted(pre)}"
+        )
+    bound = pre.get(SHRED_NAMESPACE_TABLE, {"rows": 0})["rows"]
+    if bound != len(sc["store_namespaces"]):
+        raise mismatch("erasure_namespace_keys rows differ from the number of store_namespaces")
+    if pre["erasure_data_keys"]["rows"] != 1:
+        raise mismatch("a shred receipt destroys exactly one key (erasure_data_keys: 1 row)")
+    if pre["erasure_thread_keys"]["rows"] != len(sc["threads"]):
+        raise mismatch("erasure_thread_keys rows differ from the number of scope.threads")
+    if p["methods"] != {"key_store": "atomic-transaction"}:
+        raise mismatch('a shred receipt\'s methods are exactly {"key_store": "atomic-transaction"}')
+    if p["backend"]["kind"] != f"key-store-{sc['key_store']['kind']}":
+        raise mismatch("backend.kind must be key-store-<scope.key_store.kind>")
+    if (p["backend"]["store"] is None) != (not sc["store_namespaces"]):
+        raise mismatch("backend.store names the encrypted store exactly when store namespaces are")
+    if sc["key_scope"] == "thread" and sc["threads"] != [sc["subject"]]:
+        raise mismatch("a thread's own key covers exactly that thread")
+
+
 def check_residue(predicate: dict[str, Any]) -> None:
     """The residue disclosures a backend must make (RECEIPT_SPEC.md 3, 4.8, 6.1);
     raises ``ReceiptSemanticsError`` "residue_missing".
@@ -448,6 +487,12 @@ def check_residue(predicate: dict[str, Any]) -> None:
                 "a store in another SQLite file needs exactly one of "
                 "sqlite.live_page_free_space.store and residue_scan.store"
             )
+    if p["kind"] == "shred" and not (
+        one_of("key_store.vacuum") and one_of("key_store.residue_scan")
+    ):
+        raise missing(
+            "a shred receipt must carry key_store.vacuum and key_store.residue_scan once each"
+        )
     if backend == "postgres" and not (one_of("postgres.vacuum") and one_of("postgres.wal")):
         raise missing("a PostgreSQL receipt must carry postgres.vacuum and postgres.wal once each")
     if p["methods"].get("store") == "sweep" and not any(

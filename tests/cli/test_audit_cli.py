@@ -115,6 +115,10 @@ def test_show_works_for_every_golden_receipt(path: Path) -> None:
         assert res.stdout.count("unit         ") == len(p["units"])
     elif kind == "namespace":  # RECEIPT_SPEC.md 9.7: a store prefix, no thread
         assert f"namespace    {'/'.join(p['scope']['namespace'])!r}" in res.stdout
+    elif kind == "shred":  # RECEIPT_SPEC.md 9.16: a destroyed data key
+        assert f"{p['scope']['subject']!r} (its data key destroyed" in res.stdout
+        assert f"commitment {p['scope']['key_commitment']}" in res.stdout
+        assert p["scope"]["key_store"]["backup_retention"] in res.stdout
     else:
         assert f"thread       {p['scope']['thread_id']!r}" in res.stdout
     if kind == "history":
@@ -122,7 +126,8 @@ def test_show_works_for_every_golden_receipt(path: Path) -> None:
         assert f"({p['kept_state']['leaves']} rows kept)" in res.stdout
         assert "kept cps     ''/1f0a8c3e-0003" in res.stdout
     else:
-        assert "(all checkpoint namespaces)" in res.stdout or kind in ("subject", "namespace")
+        no_thread = ("subject", "namespace", "shred")
+        assert "(all checkpoint namespaces)" in res.stdout or kind in no_thread
     if "needles" in p:
         assert "needles      2 value(s)" in res.stdout
     as_json = cli("show", path, "--json")

@@ -96,6 +96,7 @@ def test_one_module_per_command_group() -> None:
         "replay": "replay",
         "report": "report",
         "defer": "defer", "deferrals": "defer",
+        "shred": "shred", "encrypt": "shred",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
         "redact": "redact",
     }  # fmt: skip

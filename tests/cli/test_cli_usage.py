@@ -87,6 +87,9 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "defer": [["db", "--thread", "t", "--basis", "b", "--until", "2099-01-01", "--key", "k",
                "--archive", "a", "--json=yes"]],
     "deferrals": [["db", "--json=yes"]],
+    "shred": [["db", "--key", "k", "--keystore", "ks", "--archive", "a", "--subject", "s",
+               "--json=1"]],
+    "encrypt": [["db", "--keystore", "ks", "--master-key", "mk", "--json=1"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -317,6 +320,9 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "defer --key": (["defer", "{db}", "--thread", "t", "--basis", "b", "--until",
                      "2099-01-01", "--key", X, "--archive", "{dir}/archive"], ALL),
     "deferrals": (["deferrals", X], ALL),
+    "shred": (["shred", X, "--key", "{key}", "--keystore", "{dir}/ks", "--archive",
+               "{dir}/archive", "--subject", "s", "--master-key", "{dir}/mk"], ALL),
+    "encrypt": (["encrypt", X, "--keystore", "{dir}/ks", "--master-key", "{dir}/mk"], ALL),
 }  # fmt: skip
 
 

@@ -1088,6 +1088,7 @@ def bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
     cases.update(_redaction_bad_cases())
     cases.update(_deferral_bad_cases())
     cases.update(_targets_bad_cases())
+    cases.update(_shred_bad_cases())
     return cases
 
 
@@ -1498,6 +1499,144 @@ def _targets_good_cases() -> dict[str, Callable[[], bytes]]:
 
 
 # -- end of erasure targets ----------------------------------------------------------------
+# -- kind "shred" (RECEIPT_SPEC.md 9.16): a data key destroyed in the key store ----------
+
+SHRED_ID = "9a3d7b1f-6c8e-4fa0-b1c2-7d8e9fa0b1c3"
+SHRED_THREAD_ID = "7e1b5f9d-4a6c-4d8e-9fa0-5b6c7d8e9fa0"
+SHRED_STORE_ID = "8f2c6a0e-5b7d-4e9f-8ab1-6c7d8e9fa0b1"
+SHRED_KEY_ID = bytes(range(16))
+SHRED_RESIDUE = [
+    {"action": "key_store.vacuum", "status": "applied",
+     "detail": {"key_store": "/var/lib/app/keys.sqlite", "secure_delete": True}},
+    {"action": "key_store.residue_scan", "status": "applied",
+     "detail": {"files": 1, "occurrences": 0,
+                "searched": "the wrapped key, its id, a 16-byte slice of its ciphertext"}},
+]  # fmt: skip
+
+
+def shred_statement(
+    key_scope: str = "subject",
+    subject: str = "alice",
+    threads: tuple[str, ...] = ("alice-1", "alice-2"),
+    namespaces: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """``shred_subject("alice")``: the key's row and its two thread bindings, destroyed."""
+    name = f"{key_scope}:{subject}"
+    key_cols = (("name", name), ("key_id", SHRED_KEY_ID), ("wrapped", bytes(60)),
+                ("kek_id", "0123456789abcdef"),
+                ("created_at", "2026-10-01T08:00:00+00:00"))  # fmt: skip
+    rows = [("erasure_data_keys", digest.encode_row("erasure_data_keys", (name,), key_cols))]
+    rows += [
+        ("erasure_thread_keys",
+         digest.encode_row("erasure_thread_keys", (t,), (("thread_id", t), ("name", name))))
+        for t in threads
+    ]  # fmt: skip
+    rows += [
+        ("erasure_namespace_keys",
+         digest.encode_row("erasure_namespace_keys", (n,), (("namespace", n), ("name", name))))
+        for n in namespaces
+    ]  # fmt: skip
+    tree = MerkleTree()
+    for _, data in rows:
+        tree.append(data)
+    key_bytes = len(name) + 16 + 60 + 16 + 25
+    pre = {
+        "erasure_data_keys": {"rows": 1, "bytes": key_bytes},
+        "erasure_thread_keys": {"rows": len(threads),
+                                "bytes": sum(len(t) + len(name) for t in threads)},
+    }  # fmt: skip
+    if namespaces:
+        ns_bytes = sum(len(n) + len(name) for n in namespaces)
+        pre["erasure_namespace_keys"] = {"rows": len(namespaces), "bytes": ns_bytes}
+    zero = {k: {"rows": 0, "bytes": 0} for k in pre}
+    commitment = hashlib.sha256(b"erasure-receipts-data-key-id-v1\x00" + SHRED_KEY_ID).hexdigest()
+    scope = {
+        "subject": subject, "key_scope": key_scope, "threads": sorted(threads),
+        "key_commitment": commitment, "checkpoint_namespaces": "all",
+        "store_namespaces": [n.split(".") for n in namespaces],
+        "tombstone": False,
+        "key_store": {"kind": "sqlite", "scrub": "applied", "backup_retention": "P30D"},
+    }  # fmt: skip
+    prefix = "langgraph-shred:" if key_scope == "subject" else "langgraph-shred-thread:"
+    return build_statement(**{
+        **statement_kwargs(),
+        "receipt_id": SHRED_STORE_ID if namespaces else (
+            SHRED_ID if key_scope == "subject" else SHRED_THREAD_ID),
+        "thread_id": None, "store_namespaces": [], "tombstone": False,
+        "backend": {"kind": "key-store-sqlite", "saver": "AttestingSqliteSaver",
+                    "store": "EncryptedStore" if namespaces else None,
+                    "database": "/var/lib/app/keys.sqlite",
+                    "versions": {"langgraph-erasure-receipts": "0.1.0"}},
+        "pre_digest": tree.root().hex(), "pre_tables": pre,
+        "post_digest": digest.EMPTY_ROOT.hex(), "post_tables": zero,
+        "methods": {"key_store": "atomic-transaction"},
+        "checks": [_check("key_store_rows_zero_after_commit"), _check("api_reads_refused")],
+        "residue": copy.deepcopy(SHRED_RESIDUE),
+        "kind": "shred", "scope": scope, "subject_name": prefix + subject,
+    })  # fmt: skip
+
+
+def _shred_two_keys(p: dict[str, Any]) -> None:
+    t = p["pre_state"]["tables"]["erasure_data_keys"]
+    t["rows"], t["bytes"] = 2, t["bytes"] * 2
+    p["pre_state"]["leaves"] += 1
+
+
+def _shred_fewer_namespaces() -> dict[str, Any]:
+    st = shred_statement(namespaces=("users.alice", "users.alice.prefs"))
+    st["predicate"]["scope"]["store_namespaces"] = [["users", "alice"]]
+    return st
+
+
+def _shred_bad_cases() -> dict[str, tuple[Callable[[], bytes], int, str, str]]:
+    S = shred_statement
+
+    def scoped(**over: Any) -> Callable[[], bytes]:
+        def make() -> bytes:
+            st = S()
+            st["predicate"]["scope"].update(over)
+            return _sign_raw(st)
+
+        return make
+
+    def no_scan(p: dict[str, Any]) -> None:
+        p["residue"] = p["residue"][:1]
+
+    def with_checkpoints(p: dict[str, Any]) -> None:
+        for state in (p["pre_state"], p["post_state"]):
+            state["tables"]["checkpoints"] = {"rows": 0, "bytes": 0}
+
+    return {
+        "kind_shred_two_keys": (_kind_resigned(S, _shred_two_keys), 1, "scope_mismatch",
+            "shred receipt destroying two keys' rows (exactly one key per receipt)"),
+        "kind_shred_threads_differ": (scoped(threads=["alice-1"]), 1, "scope_mismatch",
+            "shred receipt naming fewer threads than the thread bindings it destroyed"),
+        "kind_shred_subject_name_mismatch": (lambda: _signed(_renamed(S(),
+            "langgraph-shred:bob")), 1, "subject_name_mismatch",
+            "shred receipt whose subject names another data subject"),
+        "kind_shred_tombstone": (scoped(tombstone=True), 1, "schema",
+            "shred receipt claiming a tombstone"),
+        "kind_shred_key_store_scan_missing": (_kind_resigned(S, no_scan), 1, "residue_missing",
+            "shred receipt without the key store's residue scan"),
+        "kind_shred_checkpoint_table": (_kind_resigned(S, with_checkpoints), 1,
+            "scope_mismatch", "shred receipt listing a table of the data database"),
+        "kind_shred_namespaces_differ": (lambda: _signed(_shred_fewer_namespaces()), 1,
+            "scope_mismatch", "shred receipt naming fewer store namespaces than the "
+            "namespace bindings it destroyed"),
+    }  # fmt: skip
+
+
+def _shred_good_cases() -> dict[str, Callable[[], bytes]]:
+    return {
+        "shred.json": lambda: _signed(shred_statement()),
+        "shred-thread.json": lambda: _signed(shred_statement("thread", "anon-1", ("anon-1",))),
+        "shred-store.json": lambda: _signed(
+            shred_statement(namespaces=("users.alice", "users.alice.prefs"))
+        ),
+    }
+
+
+# -- end of kind "shred" ------------------------------------------------------------------
 
 
 def good_cases() -> dict[str, Callable[[], bytes]]:
@@ -1521,6 +1660,7 @@ def good_cases() -> dict[str, Callable[[], bytes]]:
         **_redaction_good_cases(),
         **_deferral_good_cases(),
         **_targets_good_cases(),
+        **_shred_good_cases(),
     }
 
 

@@ -21,7 +21,7 @@ from erasure_receipts.errors import Error
 CATEGORIES = {"tree", "bytes", "dsse_payload", "resigned_semantic", "resigned_schema", "keys",
               "object"}  # fmt: skip
 KINDS = {"thread (no kind)", "thread", "history", "subject", "namespace", "redaction",
-         "deferral"}  # fmt: skip
+         "deferral", "shred"}  # fmt: skip
 SEEDS = {"thread_kindless", "thread_kind", "thread_nostore", "thread_store_sweep",
          "thread_request_auth", "thread_empty", "history", "history_request_auth", "subject",
          "subject_privacy", "subject_request_auth", "subject_empty"}  # fmt: skip

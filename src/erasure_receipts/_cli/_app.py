@@ -398,6 +398,7 @@ def _open_saver(
     read_only: bool = False,
     recovering: bool = False,
     vacuum: bool | str = False,
+    encryption: Any = None,
 ) -> Iterator[Any]:
     """The attesting saver on an existing LangGraph database, with its SqliteStore if it
     has one; library errors are mapped to exit codes. ``read_only`` connections use a
@@ -410,7 +411,8 @@ def _open_saver(
 
     if app_postgres.is_dsn(db):
         with app_postgres.open_saver(str(db), signer, archive, read_only=read_only,
-                                     recovering=recovering, vacuum=vacuum) as pg_saver:  # fmt: skip
+                                     recovering=recovering, vacuum=vacuum,
+                                     encryption=encryption) as pg_saver:  # fmt: skip
             yield pg_saver
         return
 
@@ -432,7 +434,9 @@ def _open_saver(
                                         isolation_level=None)  # fmt: skip
                 conns.append(sconn)
                 store = SqliteStore(sconn)
-            yield AttestingSqliteSaver(conn, signer=signer, store=store, archive=archive)
+            yield AttestingSqliteSaver(
+                conn, signer=signer, store=store, archive=archive, encryption=encryption
+            )
     finally:
         for c in conns:
             c.close()

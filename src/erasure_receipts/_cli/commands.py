@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (they register commands)
     replay,
     report,
     retention,
+    shred,
 )
 from ._app import app
 
@@ -23,6 +24,7 @@ _ORDER = (
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
     "redact", "report_cmd",
     "defer", "deferrals",
+    "shred", "encrypt",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""
 

@@ -153,6 +153,19 @@ def _show_scope(p: dict[str, Any]) -> list[str]:
             f"namespace    {'/'.join(scope['namespace'])!r} (every item at or below it, "
             "expired ones included; no thread)"
         ]
+    elif kind == "shred":  # RECEIPT_SPEC.md 9.16
+        ks = scope["key_store"]
+        whose = "subject" if scope["key_scope"] == "subject" else "thread "
+        lines = [
+            f"{whose}      {scope['subject']!r} (its data key destroyed: crypto-shredded; "
+            "the rows stay, as ciphertext)",
+            f"threads      {len(scope['threads'])}: "
+            + ", ".join(repr(t) for t in scope["threads"]),
+            f"key          commitment {scope['key_commitment']}",
+            f"key store    {ks['kind']}, scrub {ks['scrub']}, its backups kept "
+            + (ks["backup_retention"] or "(retention not stated)")
+            + " - backups of the data hold ciphertext only readable with a surviving key copy",
+        ]
     elif kind == "history":
         lines = [
             f"thread       {scope['thread_id']!r} (history: every checkpoint except the "

@@ -260,6 +260,7 @@ def open_saver(
     read_only: bool = False,
     recovering: bool = False,
     vacuum: bool | str = False,
+    encryption: Any = None,
 ) -> Iterator[Any]:
     """The attesting saver on an existing LangGraph database, with a ``PostgresStore``
     on the same database if it has a ``store`` table; errors mapped to exit codes.
@@ -288,7 +289,7 @@ def open_saver(
                 conns.append(_connect(d, read_only=read_only))
                 store = store_cls(conns[1])
             yield saver_cls(conns[0], signer=signer, store=store, archive=archive,
-                            vacuum=vacuum)  # fmt: skip
+                            vacuum=vacuum, encryption=encryption)  # fmt: skip
     finally:
         for c in conns:
             with suppress(Exception):

@@ -169,7 +169,8 @@ class _Progress:
 
 
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
-                "namespace": "store namespace", "redaction": "thread"}  # fmt: skip
+                "namespace": "store namespace", "redaction": "thread",
+                "shred": "shredded key of"}  # fmt: skip
 
 
 def _verify_file(

@@ -15,7 +15,8 @@ Requires the ``postgres`` extra: ``pip install 'langgraph-erasure-receipts[postg
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import builtins
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
 from functools import cache
@@ -26,6 +27,8 @@ from typing import Any, TypeVar
 import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -41,6 +44,7 @@ from psycopg.rows import dict_row
 
 from .. import __version__
 from .._backends import postgres as pg_backend
+from .._backends.keys import KEY_STORE_TABLE
 from .._backends.postgres import (
     AsyncBridgeSession,
     PostgresBackend,
@@ -53,6 +57,7 @@ from .._backends.postgres import (
     schema_installed,
     server_identity,
 )
+from .._backends.sealing import SEALED_TYPE, Encryption, SealingSerde
 from .._backends.store import StoreSweepPart, hides_expired
 from .._engine import ErasureRequest, Part, measure_rows
 from .._engine.eraser import Eraser, NamespacesFor, ThreadDigest
@@ -258,6 +263,107 @@ def _swept_store_residue(store: Any, parts: Sequence[Part]) -> list[dict[str, An
     return [{"action": "store.scrub", "status": "skipped", "detail": detail}]
 
 
+# -- encryption (erasure_receipts.shredding): the parent's row hooks, sealed ------------
+
+_KEY_STORE_TABLES_SQL = (
+    "SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables "
+    f"WHERE tablename = '{KEY_STORE_TABLE}'"
+)
+
+
+class _Boxed:
+    """A primitive channel value kept out of the checkpoint's JSON (where the parent
+    stores ``str``/``int``/``float``/``bool``/``None`` in plaintext): it goes to
+    ``checkpoint_blobs``, encrypted, like every other value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _init_encryption(saver: Any, encryption: Encryption | None) -> None:
+    saver.encryption = encryption
+    saver._key_store_checked = encryption is None
+    if encryption is not None:
+        saver._plain_serde = saver.serde
+        saver.serde = SealingSerde(saver.serde)
+
+
+def _check_key_store(saver: Any, conn: Any) -> None:
+    """Refuse a key store that is this saver's own database (its token is here)."""
+    if saver.encryption is None or saver._key_store_checked:
+        return
+    seen: list[str] = []
+    for row in conn.execute(_KEY_STORE_TABLES_SQL).fetchall():
+        table = row["t"] if isinstance(row, dict) else row[0]
+        for r in conn.execute(f"SELECT token FROM {table}").fetchall():  # format('%I.%I') quoted it
+            seen.append(str(r["token"] if isinstance(r, dict) else r[0]))
+    saver.encryption.keys.refuse_tokens(seen, "the saver's PostgreSQL database")
+    saver._key_store_checked = True
+
+
+def _boxed(saver: Any, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
+    """With encryption: the thread's key resolved, primitive values boxed into blobs."""
+    if saver.encryption is None:
+        return checkpoint
+    if not saver._key_store_checked:
+        saver._ready()
+    saver.encryption.bind(config)
+    values = {
+        k: _Boxed(v) if v is None or isinstance(v, (str, int, float, bool)) else v
+        for k, v in checkpoint["channel_values"].items()
+    }
+    return {**checkpoint, "channel_values": values}
+
+
+def _sealed_blobs(
+    saver: Any, thread_id: str, ns: str, values: dict[str, Any], versions: ChannelVersions
+) -> list[tuple[str, str, str, str, str, bytes | None]]:
+    out: list[tuple[str, str, str, str, str, bytes | None]] = []
+    for k, ver in versions.items():
+        if k not in values:
+            out.append((thread_id, ns, k, str(ver), "empty", None))
+            continue
+        v = values[k]
+        v = v.value if isinstance(v, _Boxed) else v
+        identity = ("blob", str(thread_id), ns, k, str(ver))
+        blob = saver.encryption.seal_for_thread(saver._plain_serde, v, str(thread_id), identity)
+        out.append((thread_id, ns, k, str(ver), SEALED_TYPE, blob))
+    return out
+
+
+def _sealed_writes(
+    saver: Any,
+    thread_id: str,
+    ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: Sequence[tuple[str, Any]],
+) -> list[tuple[str, str, str, str, str, int, str, str, bytes]]:
+    t = str(thread_id)
+    return [
+        (
+            thread_id,
+            ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            WRITES_IDX_MAP.get(channel, idx),
+            channel,
+            SEALED_TYPE,
+            saver.encryption.seal_for_thread(
+                saver._plain_serde,
+                value,
+                t,
+                ("write", t, ns, str(checkpoint_id), str(task_id), channel),
+            ),
+        )
+        for idx, (channel, value) in enumerate(writes)
+    ]
+
+
 class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
     """``PostgresSaver`` whose deletions are measured, verified and signed.
 
@@ -287,6 +393,10 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             checkpoint applying it is saved (see the SQLite saver).
     """
 
+    encryption: Encryption | None
+    _key_store_checked: bool
+    _plain_serde: SerializerProtocol
+
     def __init__(
         self,
         conn: _pg_internal.Conn,
@@ -306,6 +416,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -319,6 +430,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         )  # fmt: skip
         self.check_erasures = check_erasures
         self._compactions = Compactions(policy_of(erase_compacted))
+        _init_encryption(self, encryption)
 
     @classmethod
     @contextmanager
@@ -352,6 +464,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         with self._session() as s:  # a catalog check when current; upgrades otherwise
             ensure_schema(s)
             ensure_deferrals(s)  # RECEIPT_SPEC.md 9.14 (tables only: no trigger, no version)
+            _check_key_store(self, s.conn)
         self._schema_ready = True
         self._check_erasures()  # check_erasures=: refuse while erased data is back
 
@@ -361,6 +474,8 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             return
         with self._session() as s:
             self._schema_ready = schema_installed(s)
+            if self._schema_ready:
+                _check_key_store(self, s.conn)
         if not self._schema_ready:
             self.setup()
 
@@ -373,7 +488,61 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and self.is_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
+        if self.encryption is not None:
+            self._ready()  # the key store is checked before the first read
         return super().get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The parent's ``list`` (with ``encryption``, every row decrypted)."""
+        if self.encryption is not None:
+            self._ready()
+        return super().list(config, filter=filter, before=before, limit=limit)
+
+    def _load_checkpoint_tuple(self, value: Any) -> CheckpointTuple:
+        tup = super()._load_checkpoint_tuple(value)
+        if self.encryption is None:
+            return tup
+        inline = value["checkpoint"].get("channel_values")
+        return self.encryption.open_pg_tuple(self._plain_serde, tup, inline)
+
+    def _dump_blobs(
+        self, thread_id: str, checkpoint_ns: str, values: dict[str, Any], versions: ChannelVersions
+    ) -> builtins.list[tuple[str, str, str, str, str, bytes | None]]:
+        if self.encryption is None:
+            return super()._dump_blobs(thread_id, checkpoint_ns, values, versions)
+        return _sealed_blobs(self, thread_id, checkpoint_ns, values, versions)
+
+    def _dump_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> builtins.list[tuple[str, str, str, str, str, int, str, str, bytes]]:
+        if self.encryption is None:
+            return super()._dump_writes(
+                thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            )
+        return _sealed_writes(
+            self, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+        )
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """With ``encryption``: LangGraph's generic walk over ``get_tuple``."""
+        if self.encryption is None:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
 
     def put(
         self,
@@ -387,9 +556,10 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         this checkpoint are saved after it."""
 
         def save() -> RunnableConfig:
+            stored = _boxed(self, config, checkpoint)
             with _tombstone_errors(config):
                 return super(AttestingPostgresSaver, self).put(
-                    config, checkpoint, metadata, new_versions
+                    config, stored, metadata, new_versions
                 )
 
         key = key_of(config, checkpoint["id"])
@@ -410,6 +580,9 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         :mod:`erasure_receipts._held`)."""
 
         def write() -> None:
+            if self.encryption is not None:
+                self._ready()
+                self.encryption.bind(config)
             with _tombstone_errors(config):
                 super(AttestingPostgresSaver, self).put_writes(config, writes, task_id, task_path)
 
@@ -428,6 +601,10 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
     or ``AsyncConnectionPool``). The shared flows run on a worker thread; each database
     call holds the saver's lock and one connection on the event loop, which stays free.
     """
+
+    encryption: Encryption | None
+    _key_store_checked: bool
+    _plain_serde: SerializerProtocol
 
     def __init__(
         self,
@@ -448,6 +625,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> None:
         super().__init__(conn, pipe=pipe, serde=serde)
         self._held_writes = HeldWrites()
@@ -462,6 +640,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         )  # fmt: skip
         self.check_erasures = check_erasures
         self._compactions = Compactions(policy_of(erase_compacted))
+        _init_encryption(self, encryption)
 
     @classmethod
     @asynccontextmanager
@@ -491,6 +670,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         await super().setup()
         await self._adb.arun(ensure_schema)  # a catalog check when current; upgrades otherwise
         await self._adb.arun(ensure_deferrals)
+        await self._acheck_key_store()
         self._schema_ready = True
         await self._acheck_erasures()  # check_erasures=: refuse while erased data is back
 
@@ -498,8 +678,23 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         if self._schema_ready:
             return
         self._schema_ready = bool(await self._adb.arun(schema_installed))
+        if self._schema_ready:
+            await self._acheck_key_store()
         if not self._schema_ready:
             await self.setup()
+
+    async def _acheck_key_store(self) -> None:
+        if self.encryption is None or self._key_store_checked:
+            return
+        async with _pg_ainternal.get_connection(self.conn) as conn:
+            cur = await conn.execute(_KEY_STORE_TABLES_SQL)
+            tables = [r["t"] for r in await cur.fetchall()]
+            seen = []
+            for t in tables:
+                cur = await conn.execute(f"SELECT token FROM {t}")  # format('%I.%I') quoted it
+                seen += [str(r["token"]) for r in await cur.fetchall()]
+        self.encryption.keys.refuse_tokens(seen, "the saver's PostgreSQL database")
+        self._key_store_checked = True
 
     @asynccontextmanager
     async def _atombstone_errors(self, config: RunnableConfig) -> AsyncIterator[None]:
@@ -517,7 +712,72 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and await self.ais_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
+        if self.encryption is not None:
+            await self._aready()
         return await super().aget_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The parent's ``alist`` (with ``encryption``, every row decrypted)."""
+        if self.encryption is not None:
+            await self._aready()
+        async for tup in super().alist(config, filter=filter, before=before, limit=limit):
+            yield tup
+
+    async def _load_checkpoint_tuple(self, value: Any) -> CheckpointTuple:
+        tup = await super()._load_checkpoint_tuple(value)
+        if self.encryption is None:
+            return tup
+        inline = value["checkpoint"].get("channel_values")
+        return self.encryption.open_pg_tuple(self._plain_serde, tup, inline)
+
+    def _dump_blobs(
+        self, thread_id: str, checkpoint_ns: str, values: dict[str, Any], versions: ChannelVersions
+    ) -> builtins.list[tuple[str, str, str, str, str, bytes | None]]:
+        if self.encryption is None:
+            return super()._dump_blobs(thread_id, checkpoint_ns, values, versions)
+        return _sealed_blobs(self, thread_id, checkpoint_ns, values, versions)
+
+    def _dump_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> builtins.list[tuple[str, str, str, str, str, int, str, str, bytes]]:
+        if self.encryption is None:
+            return super()._dump_writes(
+                thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            )
+        return _sealed_writes(
+            self, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+        )
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """With ``encryption``: LangGraph's generic walk over ``aget_tuple``."""
+        if self.encryption is None:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        return await BaseCheckpointSaver.aget_delta_channel_history(
+            self, config=config, channels=channels
+        )
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """With ``encryption``: LangGraph's generic walk over ``get_tuple``."""
+        if self.encryption is None:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
 
     async def aput(
         self,
@@ -530,9 +790,12 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         ``ThreadErasedError`` instead of the trigger's database error."""
 
         async def save() -> RunnableConfig:
+            if self.encryption is not None:
+                await self._aready()
+            stored = _boxed(self, config, checkpoint)
             async with self._atombstone_errors(config):
                 return await super(AsyncAttestingPostgresSaver, self).aput(
-                    config, checkpoint, metadata, new_versions
+                    config, stored, metadata, new_versions
                 )
 
         key = key_of(config, checkpoint["id"])
@@ -551,6 +814,9 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         ``ThreadErasedError`` instead of the trigger's database error."""
 
         async def write() -> None:
+            if self.encryption is not None:
+                await self._aready()
+                self.encryption.bind(config)
             async with self._atombstone_errors(config):
                 await super(AsyncAttestingPostgresSaver, self).aput_writes(
                     config, writes, task_id, task_path

@@ -13,7 +13,7 @@ LangGraph's conformance suite in the tests.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, closing, contextmanager, nullcontext, suppress
 from datetime import datetime
 from functools import cache
@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -36,6 +37,7 @@ from langgraph.store.base import BaseStore
 
 from .. import __version__
 from .._backends import sqlite as sqlite_backend
+from .._backends.sealing import Encryption, SealingSerde
 from .._backends.sqlite import (
     SqliteBackend,
     asecure_store_connection,
@@ -323,6 +325,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -334,6 +337,11 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         )  # fmt: skip
         self.check_erasures = check_erasures
         self._compactions = Compactions(policy_of(erase_compacted))
+        self.encryption = encryption
+        if encryption is not None:
+            encryption.keys.check_not_database(sqlite_path=database_path(conn))
+            self._plain_serde = self.serde
+            self.serde = SealingSerde(self.serde)
 
     @classmethod
     @contextmanager
@@ -353,6 +361,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> Iterator[AttestingSqliteSaver]:
         """Open ``conn_string`` (a path or ``:memory:``) and yield a saver on it; the
         connection is closed on exit. Other arguments as for the constructor."""
@@ -362,7 +371,7 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
                 check_erasures=check_erasures, targets=targets,
-                erase_compacted=erase_compacted,
+                erase_compacted=erase_compacted, encryption=encryption,
             )  # fmt: skip
 
     def setup(self) -> None:
@@ -388,7 +397,38 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and self.is_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
-        return super().get_tuple(config)
+        tup = super().get_tuple(config)
+        if self.encryption is not None:
+            return self.encryption.open_tuple(self._plain_serde, tup)
+        return tup
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The parent's ``list``; with ``encryption`` each checkpoint and pending write
+        is decrypted against the row it was read from."""
+        rows = super().list(config, filter=filter, before=before, limit=limit)
+        if self.encryption is None:
+            yield from rows
+            return
+        for tup in rows:
+            opened = self.encryption.open_tuple(self._plain_serde, tup)
+            assert opened is not None
+            yield opened
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """The parent's fast path reads rows itself; with ``encryption`` LangGraph's
+        generic walk over ``get_tuple`` (which decrypts) is used."""
+        if self.encryption is None:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
 
     def put(
         self,
@@ -402,10 +442,11 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         this checkpoint are saved after it."""
 
         def save() -> RunnableConfig:
+            stored: Any = checkpoint
+            if self.encryption is not None:
+                stored = self.encryption.sealed_checkpoint(self._plain_serde, config, checkpoint)
             with _tombstone_errors(config):
-                return super(AttestingSqliteSaver, self).put(
-                    config, checkpoint, metadata, new_versions
-                )
+                return super(AttestingSqliteSaver, self).put(config, stored, metadata, new_versions)
 
         key = key_of(config, checkpoint["id"])
         saved = self._held_writes.put(key, save, lambda item: self.put_writes(*item))
@@ -425,8 +466,11 @@ class AttestingSqliteSaver(ErasureMethods, SqliteSaver):
         is saved (see :mod:`erasure_receipts._held`)."""
 
         def write() -> None:
+            stored = writes
+            if self.encryption is not None:
+                stored = self.encryption.sealed_writes(self._plain_serde, config, writes, task_id)
             with _tombstone_errors(config):
-                super(AttestingSqliteSaver, self).put_writes(config, writes, task_id, task_path)
+                super(AttestingSqliteSaver, self).put_writes(config, stored, task_id, task_path)
 
         def bound() -> str | None:
             return self._eraser.db.run(sqlite_backend.tombstone_bound, key_of(config)[0])
@@ -460,6 +504,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> None:
         super().__init__(conn, serde=serde)
         self._held_writes = HeldWrites()
@@ -473,6 +518,11 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         self.check_erasures = check_erasures
         self._compactions = Compactions(policy_of(erase_compacted))
         self._tombstones_ready = False
+        self.encryption = encryption
+        self._key_store_checked = encryption is None
+        if encryption is not None:
+            self._plain_serde = self.serde
+            self.serde = SealingSerde(self.serde)
 
     @classmethod
     @asynccontextmanager
@@ -492,6 +542,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         check_erasures: str | Path | ReceiptLog | None = None,
         targets: Sequence[Any] | None = None,
         erase_compacted: bool | str = False,
+        encryption: Encryption | None = None,
     ) -> AsyncIterator[AsyncAttestingSqliteSaver]:
         """Open ``conn_string`` with aiosqlite and yield a saver on it; closed on exit."""
         async with aiosqlite.connect(conn_string) as conn:
@@ -500,7 +551,7 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
                 namespaces_for=namespaces_for, clock=clock, residue_scan=residue_scan,
                 refuse_erased_reads=refuse_erased_reads, tombstone_policy=tombstone_policy,
                 check_erasures=check_erasures, targets=targets,
-                erase_compacted=erase_compacted,
+                erase_compacted=erase_compacted, encryption=encryption,
             )  # fmt: skip
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -511,6 +562,10 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         """The parent's ``setup``, then (once per saver, on aiosqlite's thread) the
         tombstone and journal tables, the tombstone triggers and ``secure_delete``."""
         await super().setup()
+        if not self._key_store_checked and self.encryption is not None:
+            path = await self._run(lambda: database_path(self.conn._conn))
+            self.encryption.keys.check_not_database(sqlite_path=path)
+            self._key_store_checked = True
         if not self._tombstones_ready:
             async with self.lock:
                 if not self._tombstones_ready:
@@ -543,7 +598,49 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
             thread_id = config["configurable"].get("thread_id")
             if thread_id is not None and await self.ais_erased(str(thread_id)):
                 raise ThreadErasedError(str(thread_id))
-        return await super().aget_tuple(config)
+        if self.encryption is None:
+            return await super().aget_tuple(config)
+        if not self._key_store_checked:
+            await self.setup()  # the key store is checked before the first read
+        tup = await super().aget_tuple(config)
+        return self.encryption.open_tuple(self._plain_serde, tup)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The parent's ``alist``; with ``encryption`` each row is decrypted."""
+        if not self._key_store_checked:
+            await self.setup()
+        async for tup in super().alist(config, filter=filter, before=before, limit=limit):
+            if self.encryption is None:
+                yield tup
+            else:
+                opened = self.encryption.open_tuple(self._plain_serde, tup)
+                assert opened is not None
+                yield opened
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """With ``encryption``: LangGraph's generic walk over ``aget_tuple``."""
+        if self.encryption is None:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        return await BaseCheckpointSaver.aget_delta_channel_history(
+            self, config=config, channels=channels
+        )
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """With ``encryption``: LangGraph's generic walk over ``get_tuple``."""
+        if self.encryption is None:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
 
     async def aput(
         self,
@@ -556,9 +653,14 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
 
         async def save() -> RunnableConfig:
+            stored: Any = checkpoint
+            if self.encryption is not None:
+                if not self._key_store_checked:
+                    await self.setup()
+                stored = self.encryption.sealed_checkpoint(self._plain_serde, config, checkpoint)
             async with self._atombstone_errors(config):
                 return await super(AsyncAttestingSqliteSaver, self).aput(
-                    config, checkpoint, metadata, new_versions
+                    config, stored, metadata, new_versions
                 )
 
         key = key_of(config, checkpoint["id"])
@@ -577,9 +679,14 @@ class AsyncAttestingSqliteSaver(AsyncErasureMethods, AsyncSqliteSaver):
         ``ThreadErasedError`` (and the transaction the parent left open is rolled back)."""
 
         async def write() -> None:
+            stored = writes
+            if self.encryption is not None:
+                if not self._key_store_checked:
+                    await self.setup()
+                stored = self.encryption.sealed_writes(self._plain_serde, config, writes, task_id)
             async with self._atombstone_errors(config):
                 await super(AsyncAttestingSqliteSaver, self).aput_writes(
-                    config, writes, task_id, task_path
+                    config, stored, task_id, task_path
                 )
 
         async def bound() -> str | None:

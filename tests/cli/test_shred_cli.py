@@ -1,0 +1,229 @@
+"""``receipt shred DB --subject S --keystore KS --master-key MK --key K --archive DIR``
+(RECEIPT_SPEC.md 9.16) on SQLite files and the real PostgreSQL server; verify, show and
+index read the receipt; bad input is one line and the documented exit code."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from psycopg import sql
+from typer.testing import CliRunner, Result
+
+from erasure_receipts import (
+    AttestingPostgresSaver,
+    AttestingSqliteSaver,
+    Encryption,
+    KeyShreddedError,
+    KeyStore,
+    LocalKeyWrapper,
+    Signer,
+    verify_receipt,
+)
+from erasure_receipts.app import app
+from test_encryption_sqlite import build, cfg
+
+
+def cli(*args: Any) -> Result:
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_error(res: Result, code: int, *needles: str) -> None:
+    assert res.exit_code == code, (res.exit_code, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("receipt: error: "), res.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+@pytest.fixture
+def key(tmp_path: Path, signer: Signer) -> Path:
+    path = tmp_path / "k.pem"
+    path.write_bytes(signer.private_pem())
+    path.chmod(0o600)
+    return path
+
+
+def write(saver: Any) -> None:
+    graph = build(saver)
+    for thread, user in (("alice-1", "alice"), ("alice-2", "alice"), ("bob-1", "bob")):
+        graph.invoke({"messages": [HumanMessage(content="hi")]}, cfg(thread, user))
+
+
+@pytest.fixture
+def app_db(tmp_path: Path, signer: Signer) -> Path:
+    kek = LocalKeyWrapper.generate(tmp_path / "master.key")
+    with KeyStore(tmp_path / "keys.sqlite", kek) as keys:
+        db = tmp_path / "app.db"
+        conn = sqlite3.connect(db, check_same_thread=False)
+        write(AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys)))
+        conn.close()
+    return db
+
+
+def test_cli_shred_sqlite(app_db: Path, key: Path, signer: Signer, tmp_path: Path) -> None:
+    ks, mk, archive = tmp_path / "keys.sqlite", tmp_path / "master.key", tmp_path / "receipts"
+    res = cli("shred", app_db, "--subject", "alice", "--keystore", ks, "--master-key", mk,
+              "--key", key, "--archive", archive, "--backup-retention", "P14D",
+              "--json")  # fmt: skip
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["ok"] and doc["threads"] == ["alice-1", "alice-2"]
+    assert doc["key_store"] == {"kind": "sqlite", "scrub": "applied", "backup_retention": "P14D"}
+    path = Path(doc["written_to"][0])
+    verify_receipt(path, [signer.public_key])
+    pub = tmp_path / "pub.pem"
+    pub.write_bytes(signer.public_pem())
+    assert cli("verify", path, "--key", pub).exit_code == 0
+    shown = cli("show", path)
+    assert "kind         shred" in shown.stdout and "P14D" in shown.stdout
+    indexed = cli("index", path, "--key", pub)
+    assert indexed.exit_code == 0 and '"kind": "shred"' in indexed.stdout
+
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        conn = sqlite3.connect(app_db, check_same_thread=False)
+        saver = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys))
+        with pytest.raises(KeyShreddedError):
+            saver.get_tuple(cfg("alice-1", None))
+        assert saver.get_tuple(cfg("bob-1", None)) is not None
+        conn.close()
+
+    # Again: no key left (exit 1); a thread under a subject's key (exit 2); text output.
+    again = cli("shred", app_db, "--subject", "alice", "--keystore", ks, "--master-key", mk,
+                "--key", key, "--archive", archive)  # fmt: skip
+    one_error(again, 1, "no_data_key", "already shredded")
+    bound = cli("shred", app_db, "--thread", "bob-1", "--keystore", ks, "--master-key", mk,
+                "--key", key, "--archive", archive)  # fmt: skip
+    one_error(bound, 2, "shred_subject shreds it")
+    ok = cli("shred", app_db, "--subject", "bob", "--keystore", ks, "--master-key", mk,
+             "--key", key, "--archive", archive)  # fmt: skip
+    assert ok.exit_code == 0 and "shredded the data key of subject 'bob'" in ok.stdout
+
+
+def test_cli_shred_bad_input(app_db: Path, key: Path, tmp_path: Path) -> None:
+    ks, mk, archive = tmp_path / "keys.sqlite", tmp_path / "master.key", tmp_path / "receipts"
+    base = ["shred", app_db, "--keystore", ks, "--key", key, "--archive", archive]
+    one_error(cli(*base, "--master-key", mk), 2, "exactly one of --subject and --thread")
+    one_error(cli(*base, "--subject", "a", "--thread", "t", "--master-key", mk), 2)
+    one_error(cli(*base, "--subject", "alice"), 2, "--master-key")
+    other = tmp_path / "other.key"
+    LocalKeyWrapper.generate(other)
+    one_error(cli(*base, "--subject", "alice", "--master-key", other), 1, "ciphertext_rejected")
+    bad = tmp_path / "bad.key"
+    bad.write_text("not a key\n")
+    one_error(cli(*base, "--subject", "alice", "--master-key", bad), 3, "not a key-encryption key")
+    one_error(cli("shred", app_db, "--keystore", tmp_path / "none.sqlite", "--key", key,
+                  "--archive", archive, "--subject", "alice", "--master-key", mk), 3,
+              "no key store")  # fmt: skip
+    # Nothing was destroyed by any of these.
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        assert keys.has_key("subject:alice")
+    assert not archive.exists() or not list(archive.iterdir())
+
+
+@pytest.fixture
+def keys_db(pg_dsn: str) -> Iterator[str]:
+    name = f"k_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))  # fmt: skip
+
+
+def test_cli_shred_postgres(
+    pg_db: str, keys_db: str, key: Path, signer: Signer, tmp_path: Path
+) -> None:
+    mk = tmp_path / "master.key"
+    kek = LocalKeyWrapper.generate(mk)
+    with (
+        KeyStore.postgres(keys_db, kek) as keys,
+        AttestingPostgresSaver.from_conn_string(
+            pg_db, signer=signer, encryption=Encryption(keys)
+        ) as saver,
+    ):
+        saver.setup()
+        write(saver)
+    res = cli("shred", pg_db, "--subject", "alice", "--keystore", keys_db, "--master-key", mk,
+              "--key", key, "--archive", tmp_path / "receipts", "--json")  # fmt: skip
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["key_store"]["kind"] == "postgres" and doc["threads"] == ["alice-1", "alice-2"]
+    verify_receipt(Path(doc["written_to"][0]), [signer.public_key])
+    same = cli("shred", pg_db, "--subject", "bob", "--keystore", pg_db, "--master-key", mk,
+               "--key", key, "--archive", tmp_path / "receipts")  # fmt: skip
+    one_error(same, 2, "must not be the data database")
+
+
+# -- receipt encrypt: migrating a plaintext database ------------------------------------
+
+
+def test_cli_encrypt_migrates_a_plaintext_database(
+    tmp_path: Path, signer: Signer, key: Path
+) -> None:
+    from erasure_receipts.shredding import SEALED_TYPE
+    from test_encryption_sqlite import MARKER, raw_bytes
+
+    db = tmp_path / "plain.db"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    graph = build(AttestingSqliteSaver(conn, signer=signer))
+    for thread, user in (("alice-1", "alice"), ("bob-1", "bob"), ("anon-1", None)):
+        graph.invoke({"messages": [HumanMessage(content=f"secret {MARKER}")]}, cfg(thread, user))
+    conn.commit()
+    conn.close()
+    assert MARKER.encode() in raw_bytes(db)
+    mk = tmp_path / "master.key"
+    LocalKeyWrapper.generate(mk)
+    ks = tmp_path / "keys.sqlite"
+
+    res = cli("encrypt", db, "--keystore", ks, "--master-key", mk, "--json")
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["checkpoints"] > 0 and doc["writes"] > 0 and doc["threads"] == 3
+    assert doc["already_sealed"] == 0
+    assert MARKER.encode() not in raw_bytes(db)  # sealed, and the file VACUUMed
+    with sqlite3.connect(db) as raw:
+        types = {
+            t for (t,) in raw.execute("SELECT type FROM checkpoints UNION SELECT type FROM writes")
+        }
+    raw.close()
+    assert types == {SEALED_TYPE}
+
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        assert keys.threads_of("subject:alice") == ["alice-1"]  # from the metadata's user_id
+        assert keys.threads_of("thread:anon-1") == ["anon-1"]
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys))
+        g = build(saver)
+        assert MARKER in g.get_state(cfg("alice-1", "alice")).values["messages"][0].content
+        g.invoke({"messages": [HumanMessage(content="more")]}, cfg("alice-1", "alice"))
+        assert len(list(g.get_state_history(cfg("alice-1", "alice")))) >= 4
+        saver.shred_subject("alice")
+        with pytest.raises(KeyShreddedError):
+            g.get_state(cfg("alice-1", "alice"))
+        assert g.get_state(cfg("bob-1", "bob")).values["messages"]
+        conn.close()
+
+    again = cli("encrypt", db, "--keystore", ks, "--master-key", mk, "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["checkpoints"] == 0
+    assert json.loads(again.stdout)["already_sealed"] > 0
+
+    one_error(cli("encrypt", "postgresql://h/db", "--keystore", ks, "--master-key", mk), 2,
+              "SQLite files only")  # fmt: skip
+    one_error(cli("encrypt", db, "--keystore", ks), 2, "--master-key")
+    one_error(cli("encrypt", db, "--keystore", db, "--master-key", mk), 2,
+              "must not be the data database")  # fmt: skip
+    other = tmp_path / "other.txt"
+    other.write_text("not a database")
+    res = cli("encrypt", other, "--keystore", ks, "--master-key", mk)
+    assert res.exit_code == 3, res.stderr

@@ -245,6 +245,16 @@ def _what(p: dict[str, Any]) -> list[str]:
             "names this decision (deferral_of). Until then, erasures of this scope are "
             "refused unless they override it, and then name it too."
         )
+    elif kind == "shred":  # RECEIPT_SPEC.md 9.16: a data key destroyed, no row deleted
+        whose = "data subject" if scope.get("key_scope") == "subject" else "thread"
+        threads = scope.get("threads") or []
+        out.append(
+            f"Crypto-shredding: the data key of the {whose} {_q(scope.get('subject'))} was "
+            f"destroyed in the key store ({_size(pre)}, in {_tables(pre)}). Every row "
+            f"encrypted under it - of {len(threads)} thread(s), in the database and in any "
+            "backup or copy of it - can no longer be decrypted; the encrypted rows "
+            "themselves were not deleted."
+        )
     else:
         out.append(
             f"This receipt is of the kind {_q(kind)}, which this explanation does not "

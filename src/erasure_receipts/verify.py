@@ -357,6 +357,7 @@ def _check_tables_and_methods(p: dict[str, Any], bad: Any) -> None:
                 f"a deferral receipt's methods are {want} (read, not deleted); got "
                 f"{dict(sorted(methods.items()))}"
             )
+        return
     if p["kind"] == "shred":  # 9.16: the key store's rows, nothing of the data database
         _check_shred(p, mismatch)
         return

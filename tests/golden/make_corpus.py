@@ -1397,7 +1397,7 @@ def _deferral_good_cases() -> dict[str, Callable[[], bytes]]:
 # -- end of kind "deferral" ---------------------------------------------------------------
 # -- erasure targets (section 9.13) -------------------------------------------------------
 
-TARGETS_ID = "6d0a4e8c-3f5b-4c7d-8e9f-4a5b6c7d8e9f"
+TARGETS_ID = "ab4e8c2a-7d9f-4b1c-9d3e-8e9fa0b1c2d4"
 TARGETS_THREAD = "refund-chat-1"
 TARGETS_MEMBER = [
     {"name": "ledger-copy", "type": "sql", "key": "thread", "method": "sweep",

@@ -39,7 +39,7 @@ def test_every_kind_states_the_facts_of_its_receipt(
 
 def test_the_kinds_are_covered() -> None:
     kinds = {predicate(GOLDEN / "good" / n).get("kind", "thread") for n in GOOD}
-    assert kinds == {"thread", "history", "subject", "namespace", "redaction", "deferral"}
+    assert kinds == {"thread", "history", "subject", "namespace", "redaction", "deferral", "shred"}
     assert any("privacy" in predicate(GOLDEN / "good" / n)["scope"] for n in GOOD)
     assert any("request" in predicate(GOLDEN / "good" / n) for n in GOOD)
 
@@ -115,7 +115,7 @@ def test_a_decision_to_retain_says_nothing_was_erased() -> None:
     assert "the state afterwards is empty" not in text
 
 
-@pytest.mark.parametrize("kind", ["shred", "tokenization"])
+@pytest.mark.parametrize("kind", ["tokenization", "escrow"])
 def test_an_unknown_kind_is_explained_generically(kind: str) -> None:
     from erasure_receipts.explain import explain
 

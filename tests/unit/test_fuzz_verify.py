@@ -46,11 +46,11 @@ def genuines() -> list[fuzz_verify.Genuine]:
 
 @pytest.fixture(scope="module")
 def summary() -> dict[str, Any]:
-    return fuzz_verify.run(2800, seed=20260507, cli_every=40, skip=UNENFORCED)
+    return fuzz_verify.run(3600, seed=20260507, cli_every=40, skip=UNENFORCED)
 
 
 def test_no_uncaught_exception_and_no_wrong_accept(summary: dict[str, Any]) -> None:
-    assert summary["mutations"] == 2800
+    assert summary["mutations"] == 3600
     assert summary["uncaught"] == 0, summary["uncaught_examples"]
     assert summary["wrong_accepts"] == 0, summary["wrong_accept_examples"]
     assert summary["unknown_reasons"] == 0

@@ -459,3 +459,40 @@ def test_pg_least_privileged_worker(pg_db: str, signer: Signer) -> None:
         with connect(pg_db) as c:
             c.execute(f"DROP OWNED BY {role}")
             c.execute(f"DROP ROLE {role}")
+
+
+def test_pg_erasing_role_without_select_on_deferrals_is_refused_and_rolled_back(
+    pg_db: str, signer: Signer
+) -> None:
+    """Every erasure reads the decisions to retain: a role the README's grants list was
+    not applied to is refused before anything is deleted, and the error names the table."""
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as owner:
+        owner.setup()
+        put(owner, T, 1)
+    before = count(pg_db, "checkpoints", "thread_id = %s", (T,))
+    role = f"d_{abs(hash(pg_db)) % 10**8}"
+    with connect(pg_db) as c:
+        c.execute(f"DROP ROLE IF EXISTS {role}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON checkpoints, checkpoint_blobs, "
+            f"checkpoint_writes, checkpoint_migrations, erasure_journal TO {role}"
+        )
+        c.execute(f"GRANT SELECT, INSERT, UPDATE ON erasure_tombstones TO {role}")
+    worker_dsn = psycopg.conninfo.make_conninfo(pg_db, user=role)
+    try:
+        with AttestingPostgresSaver.from_conn_string(worker_dsn, signer=signer) as worker:
+            with pytest.raises(ErasureIncompleteError, match="erasure_deferrals") as err:
+                worker.erase_thread(T)
+            assert "nothing was deleted" in str(err.value)
+        assert count(pg_db, "checkpoints", "thread_id = %s", (T,)) == before > 0
+        assert count(pg_db, "erasure_journal", "thread_id = %s", (T,)) == 0
+        with connect(pg_db) as c:
+            c.execute(f"GRANT SELECT ON erasure_deferrals, erasure_deferral_threads TO {role}")
+        with AttestingPostgresSaver.from_conn_string(worker_dsn, signer=signer) as worker:
+            assert worker.erase_thread(T).predicate["status"] == "erased"
+        assert count(pg_db, "checkpoints", "thread_id = %s", (T,)) == 0
+    finally:
+        with connect(pg_db) as c:
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")

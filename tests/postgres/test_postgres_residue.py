@@ -392,6 +392,8 @@ def test_pg_vacuum_by_a_role_that_may_not_vacuum_is_partial(
             f"checkpoint_writes, checkpoint_migrations, erasure_journal TO {role}"
         )
         c.execute(f"GRANT SELECT, INSERT ON erasure_tombstones TO {role}")
+        # Every erasure checks for a decision to retain (README, "What setup() creates").
+        c.execute(f"GRANT SELECT ON erasure_deferrals, erasure_deferral_threads TO {role}")
     try:
         worker_dsn = psycopg.conninfo.make_conninfo(pg_db, user=role)
         with AttestingPostgresSaver.from_conn_string(

@@ -315,7 +315,7 @@ def _proof_tree(rec: LeafRecord, verified: VerifiedReceipt) -> tuple[int, str, s
 def verify_leaf_record(
     record: LeafRecord | bytes,
     receipt: bytes | Receipt,
-    trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey],
+    trusted_keys: TrustStore | PublicKey | TrustedKey | Sequence[PublicKey | TrustedKey],
 ) -> ProvenRow:
     """Verify the receipt, then the row's inclusion in its pre-state digest.
 

@@ -117,16 +117,24 @@ class TrustStore:
     (:meth:`get`) and erasure approvers (:meth:`approvers`). One key cannot have both
     roles (four eyes: whoever signs receipts cannot approve erasures)."""
 
-    def __init__(self, keys: Iterable[TrustedKey | PublicKey] = ()) -> None:
+    def __init__(
+        self, keys: Iterable[TrustedKey | PublicKey] | TrustedKey | PublicKey = ()
+    ) -> None:
         given: object = keys  # callers without type checking pass anything
-        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        items: Iterable[object]
+        if isinstance(given, TrustedKey | PublicKey):
+            items = (given,)  # one key: the common case of a single signer
+        elif isinstance(given, str | bytes) or not isinstance(given, Iterable):
             raise TypeError(
-                f"trusted keys must be PublicKey/TrustedKey objects, not {type(given).__name__}"
+                "trusted keys must be a PublicKey/TrustedKey or a list of them, "
+                f"not {type(given).__name__}"
             )
+        else:
+            items = given
         self._by_id: dict[str, list[TrustedKey]] = {}  # signers
         self._approvers: dict[str, list[TrustedKey]] = {}
         self._all: list[TrustedKey] = []
-        for k in keys:
+        for k in items:
             if not isinstance(k, TrustedKey | PublicKey):
                 raise TypeError(f"a trusted key must be a PublicKey, not {type(k).__name__}")
             tk = k if isinstance(k, TrustedKey) else TrustedKey(k)

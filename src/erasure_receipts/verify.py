@@ -644,7 +644,7 @@ def _load(data: Any) -> Receipt:
 
 def verify_receipt(
     data: bytes | bytearray | memoryview | os.PathLike[str] | os.PathLike[bytes] | Receipt,
-    trusted_keys: TrustStore | Sequence[PublicKey | TrustedKey],
+    trusted_keys: TrustStore | PublicKey | TrustedKey | Sequence[PublicKey | TrustedKey],
     *,
     require_authorization: bool = False,
 ) -> VerifiedReceipt:

@@ -119,6 +119,13 @@ def test_verify_receipt_refuses_bad_trust_arguments() -> None:
             verify_receipt(data, bad)  # type: ignore[arg-type]
 
 
+def test_verify_receipt_takes_one_key_as_a_trust_store_of_one() -> None:
+    data = make_receipt().to_json()
+    assert verify_receipt(data, TRUSTED.public_key).key_id == TRUSTED.public_key.key_id
+    with pytest.raises(Error):  # one key, the wrong one: untrusted, not a TypeError
+        verify_receipt(data, Signer.generate().public_key)
+
+
 def test_keys_from_str() -> None:
     pem = TRUSTED.public_pem()
     assert PublicKey.from_pem(pem.decode("ascii")) == PublicKey.from_pem(pem)

@@ -185,11 +185,23 @@ class AsyncBridgeSession:
 
 
 def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iterator[Any]:
-    """Rows of ``sql`` through a server-side cursor (``DECLARE``/``FETCH``), page by page.
+    """Rows of ``sql`` (a ``SELECT ... ORDER BY ... [FOR UPDATE]``), page by page.
 
-    Plain SQL rather than psycopg's named cursors, so it works the same on sync, async
-    and pipeline-mode connections. Must run inside a transaction.
+    Most scopes are small (a thread's few rows per table), so the rows are first asked
+    for with ``LIMIT FETCH_ROWS + 1``: one round trip, one statement, one snapshot. Only
+    when that returns more than a page is its result dropped and the whole query run
+    again through a server-side cursor (``DECLARE``/``FETCH``, one snapshot for all its
+    pages), so memory stays bounded by a page however large the scope. Plain SQL rather
+    than psycopg's named cursors, so it works the same on sync, async and pipeline-mode
+    connections. Must run inside a transaction.
     """
+    lock = " FOR UPDATE"
+    head, tail = (sql[: -len(lock)], lock) if sql.endswith(lock) else (sql, "")
+    first = session.query(f"{head} LIMIT {FETCH_ROWS + 1}{tail}", params)
+    if len(first) <= FETCH_ROWS:
+        yield from first
+        return
+    del first
     session.execute(f"DECLARE {name} NO SCROLL CURSOR FOR {sql}", params)
     try:
         while True:

@@ -1,0 +1,77 @@
+"""The PostgreSQL backend reads a scope's rows in one round trip when they fit a page,
+and through a server-side cursor when they do not: both paths give every row, in order,
+and an erasure whose tables hold more than a page measures the same digest as an
+independent reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import tuple_row
+
+from erasure_receipts import AttestingPostgresSaver, Signer, verify_receipt
+from erasure_receipts._backends.postgres.session import FETCH_ROWS, SyncSession, stream
+from pg_helpers import connect, count, independent_digest
+
+SIZES = [0, 1, FETCH_ROWS - 1, FETCH_ROWS, FETCH_ROWS + 1, 2 * FETCH_ROWS + 7]
+
+
+@pytest.mark.parametrize("lock", [False, True])
+def test_stream_gives_every_row_in_order_at_every_page_boundary(pg_db: str, lock: bool) -> None:
+    with connect(pg_db) as c:
+        c.execute("CREATE TABLE t (k int NOT NULL, i int NOT NULL, v bytea, PRIMARY KEY (k, i))")
+        for k, n in enumerate(SIZES):
+            c.execute(
+                "INSERT INTO t SELECT %s, g, sha256(g::text::bytea) FROM generate_series(1, %s) g",
+                (k, n),
+            )
+    with psycopg.connect(pg_db, row_factory=tuple_row) as conn:
+        session = SyncSession(conn)
+        for k, n in enumerate(SIZES):
+            sql = "SELECT i, v FROM t WHERE k = %s ORDER BY i" + (" FOR UPDATE" if lock else "")
+            with session.transaction():
+                got = list(stream(session, sql, [k], "s_t"))
+                # the cursor is closed (its name free again) however the rows came
+                again = list(stream(session, sql, [k], "s_t"))
+            expected = conn.execute("SELECT i, v FROM t WHERE k = %s ORDER BY i", (k,)).fetchall()
+            conn.rollback()
+            assert [r[0] for r in got] == list(range(1, n + 1))
+            assert [(r[0], bytes(r[1])) for r in got] == [(i, bytes(v)) for i, v in expected]
+            assert got == again
+
+
+def _checkpoint(cid: str) -> Any:
+    return {"v": 4, "id": cid, "ts": "2026-01-01T00:00:00+00:00", "channel_values": {},
+            "channel_versions": {}, "versions_seen": {}}  # fmt: skip
+
+
+def test_erasure_of_a_thread_larger_than_a_page_measures_every_row(pg_db: str) -> None:
+    signer = Signer.generate()
+    thread = "big-thread"
+    n = FETCH_ROWS + 37
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        config: Any = saver.put(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+            _checkpoint("1ef00000-0000-6000-8000-000000000001"), {"step": 1}, {},
+        )  # fmt: skip
+        saver.put_writes(config, [("messages", f"w{i}") for i in range(n)], "task-1")
+        saver.put(
+            {"configurable": {"thread_id": "bystander", "checkpoint_ns": ""}},
+            _checkpoint("1ef00000-0000-6000-8000-000000000002"), {"step": 1}, {},
+        )  # fmt: skip
+        assert count(pg_db, "checkpoint_writes", "thread_id = %s", (thread,)) == n
+        scope = {
+            "checkpoints": ("thread_id = %s", (thread,)),
+            "checkpoint_blobs": ("thread_id = %s", (thread,)),
+            "checkpoint_writes": ("thread_id = %s", (thread,)),
+        }
+        expected = independent_digest(pg_db, scope)
+        receipt = saver.erase_thread(thread)
+    assert receipt.pre_digest == expected
+    assert receipt.predicate["pre_state"]["tables"]["checkpoint_writes"]["rows"] == n
+    assert count(pg_db, "checkpoint_writes", "thread_id = %s", (thread,)) == 0
+    assert count(pg_db, "checkpoints", "thread_id = %s", ("bystander",)) == 1
+    verify_receipt(receipt.to_json(), signer.public_key)

@@ -75,3 +75,38 @@ def test_erasure_of_a_thread_larger_than_a_page_measures_every_row(pg_db: str) -
     assert count(pg_db, "checkpoint_writes", "thread_id = %s", (thread,)) == 0
     assert count(pg_db, "checkpoints", "thread_id = %s", ("bystander",)) == 1
     verify_receipt(receipt.to_json(), signer.public_key)
+
+
+def test_several_threads_read_together_never_answer_from_an_earlier_read(pg_db: str) -> None:
+    """A subject's threads are read by one statement per table; a preview after a write
+    sees the write (nothing read before answers after), each thread's unit equals an
+    independent digest of that thread alone, and the erasure leaves no row of any."""
+    signer = Signer.generate()
+    threads = ["s-1", "s-2", "s-3"]
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        for n, t in enumerate(threads):
+            for ns in ("", "inner"):
+                config: Any = saver.put(
+                    {"configurable": {"thread_id": t, "checkpoint_ns": ns}},
+                    _checkpoint(f"1ef00000-0000-6000-8000-00000000000{n}"), {"step": 1}, {},
+                )  # fmt: skip
+                saver.put_writes(config, [("messages", f"{t}{ns}{i}") for i in range(n + 1)], "k")
+        first = saver.digest_subject("s", threads=threads)
+        again = saver.digest_subject("s", threads=threads)
+        assert again.digest == first.digest
+        saver.put_writes(config, [("messages", "late")], "k2")  # s-3, namespace "inner"
+        changed = saver.digest_subject("s", threads=threads)
+        assert changed.digest != first.digest
+        expected = {
+            t: independent_digest(pg_db, {tb: ("thread_id = %s", (t,)) for tb in
+                                          ("checkpoints", "checkpoint_blobs", "checkpoint_writes")})
+            for t in threads
+        }  # fmt: skip
+        receipt = saver.erase_subject("s", threads=threads)
+    units = {u["name"]: u["digest"]["sha256"] for u in receipt.predicate["units"]}
+    assert units == {f"thread:{t}": d for t, d in expected.items()}
+    assert receipt.predicate["pre_state"]["tables"]["checkpoint_writes"]["rows"] == 6 + 6 + 1
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        assert count(pg_db, table, "thread_id = ANY(%s)", (threads,)) == 0
+    verify_receipt(receipt.to_json(), signer.public_key)

@@ -174,15 +174,21 @@ class Batcher:
     def _guard(self, tids: list[str]) -> Guard:
         er, before = self.er, self.before
 
+        states = getattr(er.journal, "idle_states", None)  # all threads in one look-up
+
         def check(handle: Any) -> None:
             dropped: dict[str, str] = {}
+            found = states(handle, tids) if states is not None else {}
             for t in tids:
-                latest = er.journal.latest_checkpoint(handle, t)
+                if states is not None:
+                    latest, busy = found.get(t, (None, False))
+                else:
+                    latest, busy = er.journal.latest_checkpoint(handle, t), None
                 if latest is None:
                     dropped[t] = "nothing_to_remove"  # erased meanwhile (another sweeper)
                 elif latest >= before:
                     dropped[t] = "became_active"
-                elif er.journal.run_in_flight(handle, t):
+                elif busy if busy is not None else er.journal.run_in_flight(handle, t):
                     dropped[t] = "active"
             if dropped:
                 raise _BatchChanged(dropped)

@@ -64,6 +64,7 @@ from .leaves import LEAF_EXPRESSIONS, describe, leaf_expression, wire_expression
 from .queries import (
     NEEDLE_TABLES,
     find_needles,
+    idle_states,
     idle_threads,
     latest_checkpoint,
     locate,
@@ -244,6 +245,12 @@ class PostgresJournal:
     def run_in_flight(self, session: Session, thread_id: str) -> bool:
         """:func:`run_in_flight`."""
         return run_in_flight(session, thread_id)
+
+    def idle_states(
+        self, session: Session, threads: Sequence[str]
+    ) -> dict[str, tuple[str | None, bool]]:
+        """:func:`~.queries.idle_states` (PostgreSQL only: a batch's check in one trip)."""
+        return idle_states(session, threads)
 
     def threads_by_metadata(self, session: Session, key: str, value: str) -> list[str]:
         """:func:`threads_by_metadata`."""

@@ -44,6 +44,103 @@ from .session import Session, stream
 __all__ = ["PgTablePart", "PlannedPgPart", "PostgresBackend"]
 
 
+class _ThreadsRows:
+    """One checkpoint table's rows of many threads (a subject or a batch of a sweep),
+    read, deleted and counted by one statement each instead of one per thread.
+
+    Every thread's part still gets exactly what its own statement would return: rows come
+    in primary-key order, and ``thread_id`` leads each table's key, so one thread's rows
+    are contiguous and in its own order. A read answers each thread once, and only in
+    the generation it was made in: the backend starts a new generation with every
+    transaction or snapshot and after every DELETE, so nothing read before a change can
+    answer after it; a thread asked again is read again."""
+
+    def __init__(self, backend: PostgresBackend, table: str, shape: _Table) -> None:
+        self.backend = backend
+        self.table = table
+        self.shape = shape
+        self._measured: dict[str, tuple[list[bytes], TableCount, set[str]]] = {}
+        self._measured_in: tuple[int, set[str]] = (-1, set())
+        self._left: dict[str, int] = {}
+        self._left_in: tuple[int, set[str]] = (-1, set())
+        self._deleted: dict[str, int] = {}
+        self._deleted_in: tuple[int, set[str]] = (-1, set())
+
+    @property
+    def _threads(self) -> list[str]:
+        return sorted(set(self.backend.threads))
+
+    @staticmethod
+    def _fresh(read_in: tuple[int, set[str]], gen: int, thread: str) -> bool:
+        """Whether a read made in ``read_in`` can still answer ``thread`` in ``gen``."""
+        made, served = read_in
+        return made == gen and thread not in served
+
+    def measured(self, thread: str) -> tuple[list[bytes], TableCount, set[str]]:
+        """The thread's leaf hashes, counts and checkpoint namespaces in this table."""
+        gen = self.backend.generation
+        if not self._fresh(self._measured_in, gen, thread):
+            self._measured = self._read()
+            self._measured_in = (gen, set())
+        self._measured_in[1].add(thread)
+        return self._measured.pop(thread, None) or ([], TableCount(), set())
+
+    def _read(self) -> dict[str, tuple[list[bytes], TableCount, set[str]]]:
+        s = self.shape
+        stored = RowLeafHasher(self.table, s.columns, s.pk).stored
+        mask = PgTablePart._mask(s)
+        t_idx = s.columns.index("thread_id")
+        ns_idx = s.columns.index("checkpoint_ns")
+        cols = ", ".join(wire_expression(c, t)[0] for c, t in zip(s.columns, s.types, strict=True))
+        order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
+        sql = f'SELECT {cols} FROM "{self.table}" WHERE thread_id = ANY(%s) ORDER BY {order}'
+        out: dict[str, tuple[list[bytes], TableCount, set[str]]] = {}
+        for row in stream(self.backend.session, sql, [self._threads], f"mb_{self.table}"):
+            thread = _text(row[t_idx])
+            entry = out.get(thread)
+            if entry is None:
+                entry = out[thread] = ([], TableCount(), set())
+            leaf, size = stored(row, mask)
+            entry[0].append(leaf)
+            entry[1].rows += 1
+            entry[1].bytes += size
+            entry[2].add(_text(row[ns_idx]))
+        return out
+
+    def deleted(self, thread: str) -> int:
+        """Rows of the thread this table's one DELETE removed (it runs on first ask)."""
+        if not self._fresh(self._deleted_in, self.backend.transactions, thread):
+            rows = self.backend.session.query(
+                f'WITH d AS (DELETE FROM "{self.table}" WHERE thread_id = ANY(%s) '
+                "RETURNING thread_id) SELECT thread_id, count(*) FROM d GROUP BY thread_id",
+                [self._threads],
+            )
+            self.backend.next_generation()
+            self._deleted = {_text(r[0]): int(r[1]) for r in rows}
+            self._deleted_in = (self.backend.transactions, set())
+        self._deleted_in[1].add(thread)
+        return self._deleted.pop(thread, 0)
+
+    def left(self, thread: str) -> int:
+        """Rows of the thread still in the table, by SQL."""
+        gen = self.backend.generation
+        if not self._fresh(self._left_in, gen, thread):
+            rows = self.backend.session.query(
+                f'SELECT thread_id, count(*) FROM "{self.table}" WHERE thread_id = ANY(%s) '
+                "GROUP BY thread_id",
+                [self._threads],
+            )
+            self._left = {_text(r[0]): int(r[1]) for r in rows}
+            self._left_in = (gen, set())
+        self._left_in[1].add(thread)
+        return self._left.pop(thread, 0)
+
+
+def _text(v: Any) -> str:
+    """A text column from a binary cursor (``bytes``) or a text one."""
+    return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)
+
+
 @dataclass
 class PgTablePart:
     """One table's rows of the scope, streamed in primary-key order from raw storage."""
@@ -67,6 +164,11 @@ class PgTablePart:
     """The stored table's name when ``table`` (the receipt's name) differs: an
     erasure target's ``target:<name>``."""
     _measured: int = 0
+    rows: _ThreadsRows | None = None
+    """Several threads' parts of one checkpoint table share one reader (one statement
+    for all of them); None: this part reads its own rows."""
+    thread: str = ""
+    """The thread whose rows ``rows`` hands this part."""
 
     @property
     def stored(self) -> str:
@@ -86,15 +188,24 @@ class PgTablePart:
         sql = f'SELECT {cols} FROM "{self.stored}" WHERE {self.where} ORDER BY {order}'
         return sql + (" FOR UPDATE" if lock else "")
 
-    def _text_mask(self) -> int:
-        s = self.shape
+    @staticmethod
+    def _mask(s: _Table) -> int:
         return sum(
             1 << i
             for i, (c, t) in enumerate(zip(s.columns, s.types, strict=True))
             if wire_expression(c, t)[1]
         )
 
+    def _text_mask(self) -> int:
+        return self._mask(self.shape)
+
     def _measure(self, sink: LeafSink, lock: bool) -> TableCount:
+        if self.rows is not None and not lock:
+            hashes, counted, namespaces = self.rows.measured(self.thread)
+            for leaf in hashes:
+                sink(leaf)
+            self.namespaces_seen |= namespaces
+            return replace(counted)
         s = self.shape
         stored = RowLeafHasher(self.stored, s.columns, s.pk).stored
         mask = self._text_mask()
@@ -136,6 +247,13 @@ class PgTablePart:
     def finish(self) -> None:
         """DELETE the scope's rows; raises ``RuntimeError`` if the number deleted differs
         from the number :meth:`erase` measured."""
+        if self.rows is not None:
+            deleted = self.rows.deleted(self.thread)
+            if deleted != self._measured:
+                raise RuntimeError(
+                    f"{self.table}: measured {self._measured} rows but deleted {deleted}"
+                )
+            return
         # Counted by the server (a pipeline-mode cursor has no rowcount until a sync).
         rows = self.session.query(
             f'WITH d AS (DELETE FROM "{self.stored}" WHERE {self.where} RETURNING 1) '
@@ -175,7 +293,7 @@ class PgTablePart:
             conds.append("(" + " AND ".join(f'"{c}" = %s' for c in key) + ")")
             params += list(key.values())
         where = f"({self.where}) AND ({' OR '.join(conds) or 'false'})"
-        return replace(self, where=where, params=params, namespaces_seen=set())
+        return replace(self, where=where, params=params, namespaces_seen=set(), rows=None)
 
     def rewrite(self, key: dict[str, Any], values: dict[str, Any]) -> None:
         """Redaction, inside the transaction: UPDATE one row by its primary key."""
@@ -195,6 +313,8 @@ class PgTablePart:
 
     def remaining(self) -> int:
         """Rows of the scope still in the table, by SQL."""
+        if self.rows is not None:
+            return self.rows.left(self.thread)
         rows = self.session.query(
             f'SELECT count(*) FROM "{self.stored}" WHERE {self.where}', self.params
         )
@@ -315,7 +435,13 @@ class PostgresBackend(TableBackend):
                 ("store_vectors", "store", where, params, "store" * units),
             ]
         self._parts: list[Part] = []
+        self.generation = 0
+        """Bumped by every transaction, snapshot and shared DELETE (:class:`_ThreadsRows`)."""
+        self.transactions = 0
+        """Bumped by every transaction and snapshot (:class:`_ThreadsRows`)."""
         shapes: dict[str, _Table | None] = {}
+        shared: dict[str, _ThreadsRows] = {}
+        several = len(set(self.threads)) > 1
         for table, group, where, params, unit in specs:
             if table not in shapes:
                 shapes[table] = describe(session, table)
@@ -324,9 +450,13 @@ class PostgresBackend(TableBackend):
                 # A table the database does not have (store_vectors without pgvector)
                 # holds nothing of the scope: left out of the receipt, not shown as 0.
                 continue
+            reader = None
+            if several and group == "checkpoints":  # one statement for all the threads
+                reader = shared.setdefault(table, _ThreadsRows(self, table, shape))
             self._parts.append(
                 PgTablePart(session, table, group, where, params, shape,
-                            lock_rows=group == "store", unit=unit)
+                            lock_rows=group == "store", unit=unit, rows=reader,
+                            thread=str(params[0]) if reader is not None else "")
             )  # fmt: skip
         if keep == "latest":
             rows = [p for p in self._parts
@@ -341,6 +471,15 @@ class PostgresBackend(TableBackend):
                 for role in ("removed", "kept")
             ] + [p for p in self._parts if p not in rows]  # fmt: skip
         self._parts += list(extra_parts)
+
+    def next_generation(self) -> int:
+        """Start a new generation: nothing a shared reader read before answers after."""
+        self.generation += 1
+        return self.generation
+
+    def _next_transaction(self) -> None:
+        self.transactions += 1
+        self.next_generation()
 
     def parts(self) -> Sequence[Part]:
         """The three checkpoint tables of every thread (one unit per thread when several
@@ -376,6 +515,7 @@ class PostgresBackend(TableBackend):
         ``lock_tables`` (if set), then each thread's exclusive advisory lock in sorted
         order. Commit on success, roll back on any error."""
         s = self.session
+        self._next_transaction()
         with s.transaction():
             # READ COMMITTED: every statement after the lock sees what committed before it
             # (a snapshot taken before the lock wait would miss a writer we waited for).
@@ -390,8 +530,17 @@ class PostgresBackend(TableBackend):
                 # also holds ROW EXCLUSIVE on a table here, so it has committed by now.
                 names = ", ".join('"' + t.replace('"', '""') + '"' for t in self.lock_tables)
                 s.execute(f"LOCK TABLE {names} IN SHARE ROW EXCLUSIVE MODE")
-            for t in sorted(set(self.threads)):  # one order for every erasure: no deadlock
-                s.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, t))
+            ordered = sorted(set(self.threads))  # one order for every erasure: no deadlock
+            if len(ordered) == 1:
+                s.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (ADVISORY_CLASS, ordered[0])
+                )
+            elif ordered:  # one round trip; unnest yields the array's order
+                s.query(
+                    "SELECT count(pg_advisory_xact_lock(%s, hashtext(u.t))) "
+                    "FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, i)",
+                    (ADVISORY_CLASS, ordered),
+                )
             for prefix in sorted(set(self.store_prefixes)):  # the store trigger's, shared
                 s.execute(
                     "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (STORE_ADVISORY_CLASS, prefix)
@@ -408,6 +557,7 @@ class PostgresBackend(TableBackend):
                     self.erasure_xids.append(int(xid))
             finally:
                 self._writing = False
+                self._next_transaction()
         self._settle_plan()  # committed
 
     @contextmanager
@@ -415,9 +565,13 @@ class PostgresBackend(TableBackend):
         """A REPEATABLE READ, READ ONLY transaction; takes no advisory lock, so writers
         are not held back."""
         s = self.session
-        with s.transaction():
-            s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield
+        self._next_transaction()
+        try:
+            with s.transaction():
+                s.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield
+        finally:
+            self._next_transaction()
 
     @property
     def tombstone_policy(self) -> str:
@@ -435,7 +589,11 @@ class PostgresBackend(TableBackend):
         existing tombstone is kept. Its policy row is (re)written: a later erasure of a
         new conversation moves ``fresh_after`` past what it erased."""
         current = self._schema_current()  # else no policy columns: every write refused
-        for t in self.threads:
+        threads = list(dict.fromkeys(self.threads))
+        if current and len(threads) > 1:
+            self._write_tombstones(threads, receipt_id, erased_at)
+            threads = []
+        for t in threads:
             if not current:
                 self.session.execute(
                     "INSERT INTO erasure_tombstones (thread_id, receipt_id, erased_at) "
@@ -464,6 +622,26 @@ class PostgresBackend(TableBackend):
             )
         if self.store_tombstoned:  # the store's prefixes too, guarded by its trigger
             self.write_store_tombstones(receipt_id, erased_at)
+
+    def _write_tombstones(self, threads: list[str], receipt_id: str, erased_at: str) -> None:
+        """:meth:`write_tombstone` for several threads: one INSERT, then an UPDATE for each
+        thread that already had a tombstone (same rows as one statement per thread)."""
+        bounds = [fresh_after(erased_at, self._newest.get(t)) for t in threads]
+        inserted = self.session.query(
+            "INSERT INTO erasure_tombstones "
+            "(thread_id, receipt_id, erased_at, policy, fresh_after) "
+            "SELECT u.t, %s, %s, %s, u.b FROM unnest(%s::text[], %s::text[]) AS u(t, b) "
+            "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id",
+            (receipt_id, erased_at, self._policy, threads, bounds),
+        )
+        new = {_text(r[0]) for r in inserted}
+        for t, bound in zip(threads, bounds, strict=True):
+            if t not in new:
+                self.session.execute(
+                    "UPDATE erasure_tombstones SET policy = %s, "
+                    'fresh_after = GREATEST(fresh_after COLLATE "C", %s) WHERE thread_id = %s',
+                    (self._policy, bound, t),
+                )
 
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]

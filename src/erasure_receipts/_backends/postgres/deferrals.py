@@ -7,6 +7,7 @@ created by ``setup()`` (:func:`ensure_deferrals`, in ``current_schema()``).
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,8 +59,19 @@ _INSTALLED = (
 )
 
 
+_SEEN: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Connections on which the tables were found (tables are not dropped while in use; a
+connection that has not seen them asks again, so a later ``setup()`` is noticed)."""
+
+
 def _installed(session: Session) -> bool:
-    return bool(session.query(_INSTALLED)[0][0])
+    conn = getattr(session, "conn", None)
+    if conn is not None and conn in _SEEN:
+        return True  # saves a round trip per thread in a sweep
+    found = bool(session.query(_INSTALLED)[0][0])
+    if found and conn is not None:
+        _SEEN.add(conn)
+    return found
 
 
 def ensure_deferrals(session: Session) -> None:

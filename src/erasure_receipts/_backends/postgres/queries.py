@@ -143,16 +143,23 @@ def newest_ids(session: Session, threads: Sequence[str]) -> dict[str, str]:
     """Per thread, the highest checkpoint id (code-point order) of its checkpoints and
     writes, if any."""
     out: dict[str, str] = {}
-    for t in threads:
-        rows = session.query(
-            'SELECT max(m COLLATE "C") FROM (SELECT max(checkpoint_id COLLATE "C") AS m '
-            "FROM checkpoints WHERE thread_id = %s UNION ALL SELECT max(checkpoint_id "
-            'COLLATE "C") FROM checkpoint_writes WHERE thread_id = %s) s',
-            (t, t),
-        )
-        if rows and rows[0][0] is not None:
-            out[t] = str(rows[0][0])
+    # One round trip for all the threads, each looked up by its own index scans.
+    rows = session.query(
+        'SELECT u.t, (SELECT max(m COLLATE "C") FROM (SELECT max(checkpoint_id COLLATE "C") '
+        "AS m FROM checkpoints WHERE thread_id = u.t UNION ALL SELECT max(checkpoint_id "
+        'COLLATE "C") FROM checkpoint_writes WHERE thread_id = u.t) s) '
+        "FROM unnest(%s::text[]) AS u(t)",
+        (list(dict.fromkeys(threads)),),
+    )
+    for t, newest in rows:
+        if newest is not None:
+            out[_str(t)] = _str(newest)
     return out
+
+
+def _str(v: Any) -> str:
+    """A text value from a binary cursor (``bytes``) or a text one."""
+    return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)
 
 
 def _with_checkpoints(session: Session, loc: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +196,19 @@ def latest_checkpoint(session: Session, thread_id: str) -> str | None:
     rows = session.query("SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = %s",
                          (thread_id,))  # fmt: skip
     return None if not rows or rows[0][0] is None else str(rows[0][0])
+
+
+def idle_states(session: Session, threads: Sequence[str]) -> dict[str, tuple[str | None, bool]]:
+    """:func:`latest_checkpoint` and :func:`run_in_flight` of several threads in one
+    round trip (a batched sweep's check under the lock), each by the same look-ups."""
+    in_flight = RUN_IN_FLIGHT.format(writes="checkpoint_writes", p="u.t")
+    rows = session.query(
+        "SELECT u.t, (SELECT max(checkpoint_id) FROM checkpoints WHERE thread_id = u.t), "
+        f"EXISTS ({in_flight}) FROM unnest(%s::text[]) AS u(t)",
+        (list(dict.fromkeys(threads)),),
+    )
+    return {_str(t): (None if latest is None else _str(latest), bool(busy))
+            for t, latest, busy in rows}  # fmt: skip
 
 
 def run_in_flight(session: Session, thread_id: str) -> bool:

@@ -274,7 +274,9 @@ class DeferredError(ErasureError):
         shown = ", ".join(f"{rid} until {until}" for rid, until in self.deferrals[:5])
         super().__init__(
             f"{label} is retained by {len(self.deferrals)} open deferral(s) ({shown}); "
-            "nothing was erased (override_deferral=True erases it anyway, naming the deferral)"
+            "nothing was erased (override_deferral=True or `receipt erase --override-deferral` "
+            "erases it anyway, naming the deferral; release_deferral or `receipt "
+            "release-deferral` ends it without erasing)"
         )
 
 
@@ -336,13 +338,18 @@ class KeyShreddedError(ThreadErasedError):
 
     reason = "key_shredded"
 
-    def __init__(self, thread_id: str, what: str = "the data key") -> None:
+    def __init__(
+        self, thread_id: str, what: str = "the data key", *, scope: str = "thread"
+    ) -> None:
+        rows = "items" if scope == "store namespace" else "rows"
         ErasureError.__init__(
             self,
-            f"thread {thread_id!r} was crypto-shredded: {what} its rows were encrypted "
+            f"{scope} {thread_id!r} was crypto-shredded: {what} its {rows} were encrypted "
             "under is destroyed; they cannot be decrypted",
         )
         self.thread_id = thread_id
+        """The thread id, or the store namespace (dotted) when ``scope`` says so."""
+        self.scope = scope
 
 
 class NoDataKeyError(ErasureError):

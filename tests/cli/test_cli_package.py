@@ -95,7 +95,7 @@ def test_one_module_per_command_group() -> None:
         "retention": "retention",
         "replay": "replay",
         "report": "report",
-        "defer": "defer", "deferrals": "defer",
+        "defer": "defer", "deferrals": "defer", "release-deferral": "defer",
         "shred": "shred", "encrypt": "shred",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
         "redact": "redact",

@@ -185,3 +185,47 @@ def test_postgres(pg_db: str, signer: Signer, key: Path, tmp_path: Path) -> None
     states = {x["receipt_id"]: x["state"] for x in
               json.loads(cli("deferrals", pg_db, "--json").stdout)["deferrals"]}  # fmt: skip
     assert states == {ended: "executed", d["receipt_id"]: "open"}
+
+
+def test_a_retained_thread_is_erased_from_the_cli_only_on_purpose(
+    tmp_path: Path, signer: Signer, key: Path, pub_pem: Path
+) -> None:
+    """The refusal names the CLI's way out; --override-deferral erases and the receipt
+    names the deferral; release-deferral ends one without erasing anything."""
+    db, archive = tmp_path / "app.db", tmp_path / "receipts"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        _chat(saver, "kept", "released")
+    until = (datetime.now(UTC) + timedelta(days=365)).date().isoformat()
+    ids = {}
+    for t in ("kept", "released"):
+        res = cli("defer", db, "--thread", t, "--until", until, "--basis", "audit", "--key", key,
+                  "--archive", archive, "--json")  # fmt: skip
+        assert res.exit_code == 0, res.stderr
+        ids[t] = json.loads(res.stdout)["receipt_id"]
+    before = _rows(db, "kept")
+    res = cli("erase", db, "--thread", "kept", "--key", key, "--archive", archive)
+    one_error(res, 1, "retained", "--override-deferral", "release-deferral")
+    assert _rows(db, "kept") == before
+
+    res = cli("erase", db, "--thread", "kept", "--key", key, "--archive", archive,
+              "--override-deferral", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    erased = json.loads(res.stdout)["receipt"]
+    assert _rows(db, "kept") == []
+    v = verify_receipt(json.dumps(erased).encode(), [signer.public_key])
+    assert erased["statement"]["predicate"]["deferral_of"] == ids["kept"], v
+
+    one_error(cli("release-deferral", db, "no-such-id", "--reason", "x"), 1, "no-such-id")
+    one_error(cli("release-deferral", db, ids["released"], "--reason", " "), 2, "--reason")
+    res = cli("release-deferral", db, ids["released"], "--reason", "hold lifted", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["deferral"]["state"] == "released"
+    assert _rows(db, "released") != []  # released, not erased
+    res = cli("erase", db, "--thread", "released", "--key", key, "--archive", archive)
+    assert res.exit_code == 0, res.stderr
+    assert _rows(db, "released") == []
+    one_error(
+        cli("erase", db, "--namespace", "users.alice", "--key", key, "--override-deferral"),
+        2,
+        "--override-deferral",
+    )

@@ -418,7 +418,7 @@ def test_store_items_are_encrypted_and_shredded(tmp_path: Path, signer: Signer) 
     assert p["scope"]["store_namespaces"] == [["users", "alice"]]
     assert p["pre_state"]["tables"]["erasure_namespace_keys"]["rows"] == 1
     assert p["backend"]["store"] == "EncryptedStore"
-    with pytest.raises(KeyShreddedError):
+    with pytest.raises(KeyShreddedError, match=r"^store namespace 'users.alice' was crypto"):
         store.get(("users", "alice"), "profile")
     assert store.get(("users", "bob"), "profile").value["email"].startswith("bob@")
     bstore = enc.wrap_store(

@@ -504,7 +504,7 @@ class KeyStore:
                 if found is None:
                     from ..errors import KeyShreddedError
 
-                    raise KeyShreddedError(namespace, "the data key of its store namespace")
+                    raise KeyShreddedError(namespace, scope="store namespace")
                 return found
             if self._get(want) is None:
                 self._create(want)

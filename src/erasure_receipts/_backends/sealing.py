@@ -156,7 +156,7 @@ class Encryption:
             self._by_id[key_id] = (aead, until)
         return key_id, aead
 
-    def _key_by_id(self, key_id: bytes, thread_id: str) -> AESGCM:
+    def _key_by_id(self, key_id: bytes, thread_id: str, scope: str = "thread") -> AESGCM:
         hit = self._by_id.get(key_id)
         now = time.monotonic()
         if hit is not None and hit[1] > now:
@@ -164,7 +164,7 @@ class Encryption:
         found = self.keys.key_by_id(key_id)
         if found is None:
             self.forget(key_id)
-            raise KeyShreddedError(thread_id)
+            raise KeyShreddedError(thread_id, scope=scope)
         aead = AESGCM(found[1])
         with self._lock:
             self._by_id[key_id] = (aead, now + self.key_cache_seconds)
@@ -316,7 +316,7 @@ class Encryption:
         if len(blob) < _HEAD + _NONCE + 16 or blob[: len(MAGIC)] != MAGIC:
             raise CiphertextRejectedError(f"store item {ns!r}/{key!r} is not a sealed value")
         key_id = blob[len(MAGIC) : _HEAD]
-        aead = self._key_by_id(key_id, ns)
+        aead = self._key_by_id(key_id, ns, "store namespace")
         try:
             plain = aead.decrypt(blob[_HEAD : _HEAD + _NONCE], blob[_HEAD + _NONCE :],
                                  _aad(key_id, ("store", ns, key)))  # fmt: skip

@@ -23,7 +23,7 @@ _ORDER = (
     "verify", "keygen", "show", "export", "digest", "erase", "recover", "authorize", "prove",
     "index_cmd", "locate_cmd", "keygen_commitment", "open_receipt", "retention", "replay",
     "redact", "report_cmd",
-    "defer", "deferrals",
+    "defer", "deferrals", "release_deferral",
     "shred", "encrypt",
 )  # fmt: skip
 """Each group module registers its own commands; the help page keeps one fixed order."""

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import NothingToEraseError
+from ..errors import ConfigurationError, NothingToEraseError
 from ._app import (
     DB_HELP,
     AllowInsecureKey,
@@ -24,7 +24,7 @@ from ._app import (
 from ._base import _die, _emit_json, _run
 from .verify_fast import EXIT_INVALID, EXIT_USAGE
 
-__all__ = ["defer", "deferrals"]
+__all__ = ["defer", "deferrals", "release_deferral"]
 
 
 def _scope(thread: str | None, history: str | None, subject: str | None,
@@ -176,3 +176,32 @@ def deferrals(
             closed = f"; {d.state} {d.closed_at}: {d.note!r}"
         typer.echo(f"{d.state:<9} {d.receipt_id} {d.kind} {d.scope_id!r} until {d.until}, "
                    f"basis {d.basis!r}{code}{closed}")  # fmt: skip
+
+
+@app.command("release-deferral")
+def release_deferral(
+    db: Annotated[str, typer.Argument(help=DB_HELP)],
+    receipt_id: Annotated[str, typer.Argument(help="the deferral receipt's id")],
+    reason: Annotated[str, typer.Option("--reason", help="why it ends early (recorded)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """End an open deferral early without erasing anything (state released, with the
+    reason and the time; no receipt is signed). Its scope can then be erased, and
+    sweeps no longer skip it. Exit 1 if no open deferral has that id."""
+    from ..signing import Signer
+
+    _run.json = as_json
+    if not reason.strip():
+        _die("--reason must not be empty", EXIT_USAGE)
+    _probe_database(db)
+    with _open_saver(db, Signer.generate(), None) as saver:
+        try:
+            d = saver.release_deferral(receipt_id, reason=reason)
+        except ConfigurationError as exc:
+            _die(exc.message, EXIT_INVALID, reason="not_open")
+    if as_json:
+        _emit_json({"ok": True, "exit_code": 0, "deferral": d.to_json()})
+        return
+    typer.echo(f"released {d.receipt_id} ({d.kind} {d.scope_id!r}) at {d.closed_at}: "
+               f"{reason!r}; nothing was erased")  # fmt: skip

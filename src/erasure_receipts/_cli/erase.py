@@ -51,7 +51,7 @@ from .verify_fast import EXIT_INVALID, EXIT_IO, EXIT_USAGE
 StoreNs = Annotated[
     list[str] | None,
     typer.Option(
-        "--store-ns", help="store namespace prefix to erase, e.g. users/alice; repeatable"
+        "--store-ns", help="a store namespace prefix in the scope, e.g. users/alice; repeatable"
     ),
 ]
 NamespaceOpt = Annotated[
@@ -262,6 +262,13 @@ def erase(
             help="attest an empty scope instead of refusing (exit 1) when nothing is stored",
         ),
     ] = False,
+    override_deferral: Annotated[
+        bool,
+        typer.Option(
+            "--override-deferral",
+            help="erase a thread or subject an open deferral retains (the receipt names it)",
+        ),
+    ] = False,
     residue_scan: Annotated[
         bool | None,
         typer.Option(
@@ -320,6 +327,10 @@ def erase(
     kwargs: dict[str, Any] = {"store_namespaces": namespaces, "tombstone": not no_tombstone}
     if allow_empty:
         kwargs["allow_empty"] = True
+    if override_deferral:
+        if prefix is not None:
+            _die("--override-deferral is for a thread or a subject, not --namespace", EXIT_USAGE)
+        kwargs["override_deferral"] = True
     if residue_scan is not None:
         kwargs["residue_scan"] = residue_scan
     if targets:

@@ -74,9 +74,7 @@ def test_a_needle_in_another_databases_target_refuses_the_erasure(
         # bob's ticket no longer quotes her: now the erasure passes
         with sqlite3.connect(crm) as c:
             c.execute("UPDATE tickets SET attachment = NULL WHERE ticket_id = 't-3'")
-        receipt = saver.erase_subject(
-            "carol", threads=[THREAD], needles=[EMAIL], targets=[tickets]
-        )
+        receipt = saver.erase_subject("carol", threads=[THREAD], needles=[EMAIL], targets=[tickets])
     assert raw_rows(crm, "tickets", "user_id = ?", ("carol",)) == []
     assert [r[0] for r in raw_rows(crm, "tickets", "1 = 1", ())] == ["t-3"]
     p = receipt.statement["predicate"]

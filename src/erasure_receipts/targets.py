@@ -216,15 +216,23 @@ class VectorStoreTarget:
             out[doc_id] = canonicalize(body, floats=True)
         return out
 
+    @property
+    def searchable(self) -> bool:
+        """Whether the needle check can search the store: its documents can be listed
+        (``InMemoryVectorStore``, FAISS)."""
+        try:
+            _all_documents(self.vectorstore)
+        except ConfigurationError:
+            return False
+        return True
+
     def locate(self, forms: Sequence[bytes]) -> list[str]:
         """Ids of every document whose text or metadata (as JSON) holds one of ``forms``
-        (the needle check; a store that cannot be listed is not searched: [])."""
+        (the needle check). ``ConfigurationError`` if the store's documents cannot be
+        listed (see :attr:`searchable`): never an empty answer for a store not searched."""
         import json
 
-        try:
-            docs = _all_documents(self.vectorstore)
-        except ConfigurationError:
-            return []
+        docs = _all_documents(self.vectorstore)
         out = []
         for i, text, meta in docs:
             for v in (text, json.dumps(meta, ensure_ascii=False, default=str, sort_keys=True)):
@@ -278,7 +286,12 @@ def _all_documents(vs: Any) -> list[tuple[str, str, dict[str, Any]]]:
 
 class FunctionTarget:
     """A target from two functions: ``items(key_value) -> {item key: raw bytes}`` and
-    ``delete(key_value, item_keys)`` (files, a cache, a third-party API)."""
+    ``delete(key_value, item_keys)`` (files, a cache, a third-party API).
+
+    ``locate(forms) -> item keys`` (optional): the keys of every item, of any key value,
+    whose bytes hold one of ``forms`` (byte strings) - what the needle check
+    (``needles=``) and ``locate`` search. Without it the target cannot be searched, and
+    an erasure with ``needles=`` that includes it is refused."""
 
     def __init__(
         self,
@@ -288,14 +301,32 @@ class FunctionTarget:
         delete: Callable[[str, Sequence[str]], None],
         key: str = "thread",
         after: str | None = None,
+        locate: Callable[[Sequence[bytes]], Iterable[str]] | None = None,
     ) -> None:
         if not callable(items) or not callable(delete):
             raise ArgumentTypeError("FunctionTarget items= and delete= must be functions")
+        if locate is not None and not callable(locate):
+            raise ArgumentTypeError("FunctionTarget locate= must be a function forms -> keys")
         self.name = _name(name, "FunctionTarget")
         self._items = items
         self._delete = delete
+        self._locate = locate
         self.key = _key(key)
         self.after = _after(after)
+
+    @property
+    def searchable(self) -> bool:
+        """Whether it was given ``locate=``."""
+        return self._locate is not None
+
+    def locate(self, forms: Sequence[bytes]) -> list[str]:
+        """``locate(forms)``; ``ConfigurationError`` without ``locate=``."""
+        if self._locate is None:
+            raise ConfigurationError(f"target {self.name!r} has no locate= to search it")
+        found = self._locate(forms)
+        if isinstance(found, str | bytes):
+            raise ArgumentTypeError("locate= returns a list of item keys, not one string")
+        return sorted({str(k) for k in found})
 
     def items(self, key_value: str) -> Mapping[str, bytes]:
         """``items(key_value)``."""
@@ -324,6 +355,24 @@ def describe(target: Any) -> dict[str, Any]:
     if getattr(target, "after", None) is not None:
         out["after"] = target.after
     return out
+
+
+def unsearchable(target: Any) -> str | None:
+    """Why the needle check cannot search ``target`` (None: it can). A table can always
+    be searched; a vector store whose documents can be listed; any other target with a
+    ``locate(forms)`` method (``FunctionTarget(locate=...)``)."""
+    if isinstance(target, SqlTarget):
+        return None
+    if isinstance(target, VectorStoreTarget):
+        if target.searchable:
+            return None
+        return (
+            f"the documents of its {type(target.vectorstore).__name__} cannot be listed "
+            "(only InMemoryVectorStore and FAISS can)"
+        )
+    if not callable(getattr(target, "locate", None)) or not getattr(target, "searchable", True):
+        return "it has no locate(forms) (FunctionTarget: give it locate=)"
+    return None
 
 
 def check_targets(targets: Any, what: str = "targets=") -> tuple[Any, ...]:

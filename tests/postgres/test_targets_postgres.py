@@ -284,3 +284,230 @@ async def test_async_postgres_saver_erases_targets(pg_db: str, signer: Signer) -
     assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
     assert p["targets"][0]["tombstone"] is True
     verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+# -- the needle check covers a target in another PostgreSQL database -----------------
+
+TICKETS = """CREATE TABLE tickets (
+    ticket_id text PRIMARY KEY, user_id text NOT NULL, body text, attachment bytea)"""
+EMAIL = "carol.refund@example.com"
+
+
+def everything(dsn: str, other: str) -> dict[str, str]:
+    """A fingerprint of every row of the saver's tables, its ledger and the tickets."""
+    out = {t: fingerprint(dsn, t, "true", ()) for t in (*TABLES, "refund_grants")}
+    out["tickets"] = fingerprint(other, "tickets", "true", ())
+    return out
+
+
+def test_a_needle_in_another_databases_target_refuses_postgres(
+    pg_db: str, other_pg_db: str, signer: Signer
+) -> None:
+    """carol's tickets live in another PostgreSQL database; bob's ticket quotes her
+    e-mail (bytea): the subject erasure with needles= is refused and nothing is deleted
+    anywhere; once bob's copy is handled it passes and the receipt's needles hold."""
+    from erasure_receipts import NeedlesFoundError
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    with connect(other_pg_db) as c:
+        c.execute(TICKETS)
+        for row in (
+            ("t-1", "carol", f"refund for {EMAIL}", None),
+            ("t-2", "carol", "any news?", b"\x00\x01"),
+            ("t-3", "bob", "escalated", json.dumps({"cc": EMAIL}).encode()),
+        ):
+            c.execute("INSERT INTO tickets VALUES (%s, %s, %s, %s)", row)  # fmt: skip
+    tickets = SqlTarget("tickets", "user_id", key="subject", database=other_pg_db)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD])
+        before = everything(pg_db, other_pg_db)
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_subject("carol", threads=[THREAD], needles=[EMAIL], targets=[tickets])
+        assert "target:tickets" in str(err.value) and "column=attachment" in str(err.value)
+        assert EMAIL not in str(err.value)
+        assert everything(pg_db, other_pg_db) == before  # nothing deleted anywhere
+        assert not saver.is_erased(THREAD)
+        with connect(other_pg_db) as c:
+            c.execute("UPDATE tickets SET attachment = NULL WHERE ticket_id = 't-3'")
+        receipt = saver.erase_subject("carol", threads=[THREAD], needles=[EMAIL], targets=[tickets])
+    assert count(other_pg_db, "tickets", "user_id = %s", ("carol",)) == 0
+    assert count(other_pg_db, "tickets", "user_id = %s", ("bob",)) == 1
+    assert count(pg_db, "checkpoints", "thread_id = %s", (THREAD,)) == 0
+    p = receipt.statement["predicate"]
+    assert p["needles"]["searched"] == "database" and p["needles"]["occurrences_after"] == 0
+    assert p["methods"]["target:tickets"] == "sweep"
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+# -- after="threads_verified_gone", a failing target, vectors, sweep and replay --------
+
+
+def dependent() -> SqlTarget:
+    return SqlTarget("refund_grants", "thread_id", after="threads_verified_gone")
+
+
+def test_dependent_target_postgres(pg_db: str, signer: Signer) -> None:
+    """Refused (the needle is still in the latest state): the grants are untouched and
+    the error says so; a history erasure keeps them; the thread's erasure takes them."""
+    from erasure_receipts import NeedlesFoundError
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, targets=[dependent()]
+    ) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+        grants = fingerprint(pg_db, "refund_grants", "true", ())
+        cps = fingerprint(pg_db, "checkpoints", "true", ())
+        with pytest.raises(NeedlesFoundError) as err:
+            saver.erase_history(THREAD, needles=["refund please"])
+        assert "dependent target(s) target:refund_grants are untouched" in str(err.value)
+        assert fingerprint(pg_db, "refund_grants", "true", ()) == grants
+        assert fingerprint(pg_db, "checkpoints", "true", ()) == cps
+        with pytest.raises(NeedlesFoundError, match="untouched"):  # a subject's, too
+            saver.erase_subject("carol", threads=[THREAD], needles=["refund please"])
+        assert fingerprint(pg_db, "refund_grants", "true", ()) == grants
+        history = saver.erase_history(THREAD)
+        assert fingerprint(pg_db, "refund_grants", "true", ()) == grants
+        other = fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,))
+        receipt = saver.erase_thread(THREAD)
+    assert "targets" not in history.statement["predicate"]
+    assert count(pg_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(pg_db, "refund_grants", "thread_id <> %s", (THREAD,)) == other
+    p = receipt.statement["predicate"]
+    assert p["targets"][0]["after"] == "threads_verified_gone"
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_target_that_raises_deletes_nothing_postgres(pg_db: str, signer: Signer) -> None:
+    from erasure_receipts import ErasureIncompleteError, FunctionTarget
+
+    deleted: list[Any] = []
+
+    def broken(key: str) -> dict[str, bytes]:
+        raise OSError("cache server unreachable")
+
+    cache = FunctionTarget("cache", items=broken, delete=lambda k, ks: deleted.append(ks))
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD])
+        before = {t: fingerprint(pg_db, t, "true", ()) for t in (*TABLES, "refund_grants")}
+        with pytest.raises(ErasureIncompleteError, match="cache server unreachable") as err:
+            saver.erase_thread(THREAD, targets=[dependent(), cache])
+        assert "nothing was deleted" in str(err.value)
+        assert not saver.is_erased(THREAD)
+    assert {t: fingerprint(pg_db, t, "true", ()) for t in before} == before
+    assert deleted == []
+
+
+def test_vector_store_target_with_a_postgres_saver(pg_db: str, signer: Signer) -> None:
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from erasure_receipts import VectorStoreTarget
+
+    vs = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    carol = [Document(f"carol: {EMAIL} #{i}", metadata={"user_id": "carol"}) for i in range(3)]
+    vs.add_documents([*carol, Document("dave's note", metadata={"user_id": "dave"})])
+    dave = {k: v for k, v in vs.store.items() if v["metadata"]["user_id"] == "dave"}
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    target = VectorStoreTarget(vs, metadata_key="user_id")
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, targets=[target]) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD])
+        receipt = saver.erase_subject("carol", threads=[THREAD], needles=[EMAIL])
+    assert vs.store == dave
+    p = receipt.statement["predicate"]
+    assert p["methods"]["target:vectors"] == "sweep"
+    assert {u["name"]: u["leaves"] for u in p["units"]}["target:vectors"] == 3
+    assert p["needles"]["occurrences_after"] == 0
+    verify_receipt(receipt.to_json(), [signer.public_key])
+
+
+def test_a_retention_sweep_erases_each_thread_with_its_targets_postgres(
+    pg_db: str, tmp_path: Path, signer: Signer
+) -> None:
+    from datetime import timedelta
+
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    archive = tmp_path / "receipts"
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, archive=archive, targets=[dependent()]
+    ) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, *BYSTANDERS])
+        result = saver.erase_idle_threads(older_than=timedelta(0))
+    assert result.ok and result.threads == 3
+    assert count(pg_db, "refund_grants", "true", ()) == 0
+    assert count(pg_db, "checkpoints", "true", ()) == 0
+    receipts = [Receipt.from_json(p.read_bytes()) for p in sorted(archive.glob("*.json"))]
+    assert receipts
+    grants = 0
+    for r in receipts:
+        p = r.statement["predicate"]
+        grants += p["pre_state"]["tables"]["target:refund_grants"]["rows"]
+        assert p["methods"]["target:refund_grants"] == "atomic-transaction"
+        verify_receipt(r.to_json(), [signer.public_key])
+    assert grants == 6
+
+
+@pytest.fixture
+def restored_db(pg_dsn: str) -> Iterator[str]:
+    """An empty database to restore a dump into."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    name = f"r_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def test_replay_after_a_restore_erases_the_targets_again_postgres(
+    pg_db: str, restored_db: str, tmp_path: Path, signer: Signer
+) -> None:
+    with connect(pg_db) as c:
+        c.execute(LEDGER)
+    archive, dump = tmp_path / "receipts", tmp_path / "backup.dump"
+    targets = [SqlTarget("refund_grants", "thread_id")]
+    with AttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, archive=archive, targets=targets
+    ) as saver:
+        saver.setup()
+        run(pg_db, saver, [THREAD, BYSTANDERS[0]])
+        subprocess.run(["pg_dump", "-Fc", "-f", str(dump), "-d", pg_db], check=True)
+        first = saver.erase_thread(THREAD)
+    subprocess.run(["pg_restore", "--no-owner", "-d", restored_db, str(dump)], check=True)
+    assert count(restored_db, "refund_grants", "thread_id = %s", (THREAD,)) == 2
+    other = fingerprint(restored_db, "refund_grants", "thread_id <> %s", (THREAD,))
+    with AttestingPostgresSaver.from_conn_string(
+        restored_db, signer=signer, archive=archive, targets=targets
+    ) as saver:
+        result = saver.replay_erasures(archive)
+    assert result.ok and result.re_erased == 1, result.to_json()
+    assert count(restored_db, "refund_grants", "thread_id = %s", (THREAD,)) == 0
+    assert count(restored_db, "checkpoints", "thread_id = %s", (THREAD,)) == 0
+    assert fingerprint(restored_db, "refund_grants", "thread_id <> %s", (THREAD,)) == other
+    [again] = result.receipts
+    p = again.statement["predicate"]
+    assert p["replay_of"] == first.receipt_id
+    assert p["pre_state"]["tables"]["target:refund_grants"]["rows"] == 2
+    assert p["targets"][0]["tombstone"] is True
+    verify_receipt(again.to_json(), [signer.public_key])

@@ -215,6 +215,20 @@ class OtherDatabasePart:
         """Measured only here: :meth:`sweep` deletes after the commit."""
         return self.measure(sink)
 
+    def find_needles(self, forms: Sequence[bytes], values: Sequence[str]) -> list[dict[str, Any]]:
+        """Rows of the target's whole table in its database, outside the key ``values``
+        (those the sweep deletes), holding any of ``forms`` (read in one snapshot)."""
+        self.open()
+        if self._kind == "sqlite":
+            conn = self._handle
+            conn.execute("BEGIN")
+            try:
+                return find_sql_needles(self._kind, conn, self.target, forms, values)
+            finally:
+                conn.rollback()
+        with self._handle.transaction():
+            return find_sql_needles(self._kind, self._handle, self.target, forms, values)
+
     def finish(self) -> None:
         """Nothing here (:meth:`sweep`)."""
 

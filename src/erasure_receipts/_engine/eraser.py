@@ -59,7 +59,7 @@ from ..privacy import PREFIX, CommitmentKey
 from ..proof import LeafRecord, head_filter, leaf_records
 from ..receipt import TOMBSTONE_POLICIES, Receipt, time_key
 from ..signing import Signer
-from ..targets import SqlTarget, check_targets
+from ..targets import SqlTarget, check_targets, unsearchable
 from .codec import redact_entry, request_from_journal
 from .measure import export_leaves, measure_rows
 from .needles import store_locations
@@ -380,20 +380,31 @@ class TargetsBackend(GuardedBackend):
     def find_needles(
         self, forms: Sequence[bytes], scope: str, threads: Sequence[str]
     ) -> list[dict[str, Any]]:
-        """The inner backend's search, then (``scope="database"``) every row of each
-        table target in the database outside the erased scope."""
+        """The inner backend's search, then (``scope="database"``) every target outside
+        the erased scope: every row of each table target, in the saver's database or in
+        its own; every item a searchable item target finds. A target that cannot be
+        searched refuses (``ConfigurationError``; the preflight refuses it first)."""
         out = list(self.inner.find_needles(forms, scope, threads))
         if scope != "database":
             return out
         for t in self._targets:
+            values = [v for v, _ in target_values(self._request, t)]
             if isinstance(t, SqlTarget) and t.database is None:
-                values = [v for v, _ in target_values(self._request, t)]
                 out += find_sql_needles(self._kind, self._handle, t, forms, values)
-            elif callable(getattr(t, "locate", None)):  # items outside the erased scope
-                erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
-                          for k in p.measured}  # fmt: skip
-                out += [{"table": label(t), "key": k, "column": "document", "via": "target"}
-                        for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
+                continue
+            if isinstance(t, SqlTarget):  # its table in its database, before the sweep
+                part = next(p for p in self._parts
+                            if isinstance(p, OtherDatabasePart) and p.target is t)  # fmt: skip
+                out += part.find_needles(forms, values)
+                continue
+            why = unsearchable(t)
+            if why is not None:
+                raise ConfigurationError(f"target {t.name!r} cannot be searched for needles: {why}")
+            # items outside the erased scope
+            erased = {k for p in self._parts if isinstance(p, ItemsPart) and p.target is t
+                      for k in p.measured}  # fmt: skip
+            out += [{"table": label(t), "key": k, "column": "document", "via": "target"}
+                    for k in sorted(set(t.locate(forms)) - erased)]  # fmt: skip
         return out
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:

@@ -22,7 +22,7 @@ from ..errors import (
 from ..receipt import Receipt, build_statement, validate_statement
 from ..signing import Signer
 from .needles import NEEDLE_FORMS
-from .targets import target_members, target_units
+from .targets import check_needle_targets, target_members, target_units
 from .types import (
     RECEIPT_HEADROOM,
     ErasureBackend,
@@ -180,8 +180,10 @@ def preflight(
     """Refuse, before deleting anything, an erasure whose receipt could not be written.
 
     (A thread id over 4,096 characters, a lone surrogate in a namespace, ...: the data
-    would be gone and the receipt impossible.)
+    would be gone and the receipt impossible.) And needles= a target cannot be searched
+    for: the receipt would say ``searched`` over data nobody looked at.
     """
+    check_needle_targets(request)
     zero = {p.table: {"rows": 0, "bytes": 0} for p in parts}
     units: list[tuple[str, bytes, dict[str, TableCount]]] = [
         (f"thread:{t}", EMPTY_ROOT, {}) for t in request.threads

@@ -10,12 +10,13 @@ from typing import Any
 
 from .._backends.targets import guarded, label
 from .._parts import Part
-from ..errors import ErasureIncompleteError
-from ..targets import describe
+from ..errors import ConfigurationError, ErasureIncompleteError
+from ..targets import describe, unsearchable
 from .types import Check, ErasureBackend, ErasureRequest
 
 __all__ = [
     "applies",
+    "check_needle_targets",
     "dependent_note",
     "target_members",
     "target_units",
@@ -71,6 +72,21 @@ def dependent_note(request: ErasureRequest) -> str:
     if not deps:
         return ""
     return f"; the rows of dependent target(s) {', '.join(deps)} are untouched"
+
+
+def check_needle_targets(request: ErasureRequest) -> None:
+    """Before anything is deleted: with needles searched database-wide, every target of
+    the request must be searchable (RECEIPT_SPEC.md 9.13) - one that is not would be
+    outside the receipt's ``searched``. ``ConfigurationError`` naming it otherwise."""
+    if not request.needles or request.needle_scope != "database":
+        return
+    for t in applies(request):
+        why = unsearchable(t)
+        if why is not None:
+            raise ConfigurationError(
+                f"needles= refused: target {t.name!r} cannot be searched for them ({why}); "
+                "erase without needles=, or make the target searchable"
+            )
 
 
 def target_values(request: ErasureRequest, target: Any) -> list[tuple[str, str]]:

@@ -478,9 +478,11 @@ def locate(er: Eraser, needles: Sequence[str], *, targets: bool = True) -> list[
 
 def _target_locations(er: Eraser, forms: list[tuple[int, str, bytes]]) -> list[dict[str, Any]]:
     """The saver's targets searched too (RECEIPT_SPEC.md 9.13): tables of its database
-    by SQL, item targets that can be searched (``locate``) through their API."""
-    from .._backends.targets import find_sql_needles, handle_kind, label
-    from ..targets import SqlTarget
+    by SQL, tables of other databases through a connection of their own, item targets
+    that can be searched (``locate``) through their API; a target that cannot be searched
+    is left out, with a warning naming it."""
+    from .._backends.targets import OtherDatabasePart, find_sql_needles, handle_kind, label
+    from ..targets import SqlTarget, unsearchable
 
     out: list[dict[str, Any]] = []
     for t in er.targets:
@@ -492,10 +494,19 @@ def _target_locations(er: Eraser, forms: list[tuple[int, str, bytes]]) -> list[d
                         for d in find_sql_needles(kind, handle, t, [data], [])]  # fmt: skip
 
             out += er.db.run(run)
-        elif callable(getattr(t, "locate", None)):
+        elif isinstance(t, SqlTarget):
+            part = OtherDatabasePart(t, "", label(t), label(t))
+            try:
+                out += [{**d, "needle": i, "form": name} for i, name, data in forms
+                        for d in part.find_needles([data], [])]  # fmt: skip
+            finally:
+                part.close()
+        elif (why := unsearchable(t)) is None:
             out += [{"table": label(t), "key": k, "column": "document", "via": "target",
                      "needle": i, "form": name}
                     for i, name, data in forms for k in t.locate([data])]  # fmt: skip
+        else:
+            log.warning("locate: target %r not searched: %s", t.name, why)
     return out
 
 

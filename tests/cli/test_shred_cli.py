@@ -81,7 +81,10 @@ def test_cli_shred_sqlite(app_db: Path, key: Path, signer: Signer, tmp_path: Pat
     verify_receipt(path, [signer.public_key])
     pub = tmp_path / "pub.pem"
     pub.write_bytes(signer.public_pem())
-    assert cli("verify", path, "--key", pub).exit_code == 0
+    res = cli("verify", path, "--key", pub)
+    assert res.exit_code == 0
+    assert "SHREDDED: the data key destroyed" in res.stdout, res.stdout
+    assert "erased (" not in res.stdout  # key-store rows, not the data
     shown = cli("show", path)
     assert "kind         shred" in shown.stdout and "P14D" in shown.stdout
     indexed = cli("index", path, "--key", pub)

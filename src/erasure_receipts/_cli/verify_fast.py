@@ -266,6 +266,10 @@ def _what_erased(res: dict[str, Any]) -> str:
     kept = f", {res['kept_rows']} kept" if "kept_rows" in res else ""
     if res["kind"] == "redaction":  # RECEIPT_SPEC.md 9.12: rewritten, every checkpoint kept
         kept = ", rewritten in place; every checkpoint kept"
+    if res["kind"] == "shred":  # 9.16: the key is gone; the data rows stay, as ciphertext
+        return (f"SHREDDED: the data key destroyed ({n} key-store row{'s' * (n != 1)} "
+                "erased; the encrypted data rows remain, undecryptable without a copy of "
+                "the key)")  # fmt: skip
     return f"{res['status']} ({n} row{'s' * (n != 1)}{kept})"
 
 

@@ -38,6 +38,7 @@ KIND_WORDS = {
     "namespace": "Store namespace erased",
     "deferral": "Decision to retain (deferral)",
     "redaction": "Values redacted in a thread (every checkpoint kept)",
+    "shred": "Data key destroyed (crypto-shredding; the encrypted rows stay)",
 }
 """Each known kind in a few words (headings)."""
 
@@ -63,6 +64,14 @@ CHECK_WORDS = {
     "api_checkpoints_kept": "LangGraph's list returns as many checkpoints as before",
     "api_needles_zero": "LangGraph loads every checkpoint, and no redacted value is in it",
     "target_swept_after_commit": "the application's own data (targets) removed after the commit",
+    "targets_kept": "the application's own data (targets) left untouched: the thread lives on",
+    "scope_measured": "the scope's rows were measured in one read snapshot, and nothing was "
+    "deleted",
+    "until_after_issued_at": "the end of the retention (until) is after the moment the "
+    "decision was signed",
+    "key_store_rows_zero_after_commit": "no row of the destroyed key left in the key store "
+    "after the commit",
+    "api_reads_refused": "reading each covered thread through the saver is refused",
 }
 """What each check the eraser records means."""
 
@@ -88,6 +97,9 @@ RESIDUE_ACTION_WORDS = {
     "postgres.vacuum": "PostgreSQL's VACUUM (old row versions removed from the table files)",
     "postgres.wal": "PostgreSQL's write-ahead log (it keeps copies until it is recycled)",
     "store.scrub": "the leftovers of the swept store",
+    "key_store.vacuum": "the key store's VACUUM (old copies of the destroyed key's rows "
+    "removed from its tables)",
+    "key_store.residue_scan": "a scan of the key store's files for the destroyed key",
 }
 """What each residue step is about (leftover copies on disk, not rows)."""
 
@@ -97,8 +109,9 @@ OUT_OF_SCOPE_WORDS = {
     "point_in_time_recovery": "point-in-time recovery archives",
     "storage_media": "the storage media itself",
     "other_copies": "other copies (caches, exports, logs)",
+    "key_store_backups": "the key store's own backups, replicas and recovery archives",
 }
-"""The standard out-of-scope ids in words."""
+"""The standard out-of-scope ids in words (and a shred's ``key_store_backups``)."""
 
 _WHY = {
     "backups": "restoring such a backup brings the data back; after a restore, repeat the "
@@ -109,9 +122,24 @@ _WHY = {
     "receipt is about the database, not about forensic unrecoverability.",
     "other_copies": "data copied elsewhere (another thread, an export, a log) is not named "
     "by this receipt and must be found and erased separately.",
+    "key_store_backups": "a copy of the key store older than the shred brings the key back, "
+    "and with it every row encrypted under it, until that copy expires.",
+}
+_WHY_SHRED = {
+    "backups": "restoring such a backup brings the rows back as ciphertext: unreadable only "
+    "provided no copy of the key survives (above).",
+    "replicas": "a replica or file copy holds the rows as ciphertext: unreadable only "
+    "provided no copy of the key survives (above).",
 }
 
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
+
+_NEEDLES_SEARCHED = {
+    "thread": "the stored rows of the erased thread(s), read after deleting and before the commit",
+    "database": "every row of the checkpoint tables and of the store table of this database, "
+    "read after deleting and before the commit",
+}
+"""Where a ``needles`` search looked (RECEIPT_SPEC.md 9.4, 9.13), by ``searched``."""
 
 
 def duration_words(seconds: int) -> str:
@@ -169,6 +197,89 @@ def _ns(ns: list[str]) -> str:
     return _q("/".join(ns))
 
 
+def _targets(p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The receipt's targets by their method group (``target:NAME``)."""
+    return {f"target:{t.get('name')}": t for t in p.get("targets") or () if isinstance(t, dict)}
+
+
+def _target_where(t: dict[str, Any]) -> str:
+    """Where a target's rows are, as the receipt names it."""
+    kind = t.get("type")
+    if kind == "sql":
+        table = f"table {_q(t.get('table'))}"
+        if t.get("database"):
+            return f"{table} in the other database {_q(t['database'])}"
+        return f"{table} of this database"
+    if kind == "vectorstore":
+        store = f" {_q(t['store'])}" if t.get("store") else ""
+        return f"documents of the vector store{store}"
+    if kind == "function":
+        return "items the application's own functions list and delete"
+    return f"of the type {_q(kind)}"
+
+
+def _group_words(group: str, p: dict[str, Any]) -> str:
+    """A method group in words: whose rows it is."""
+    if group.startswith("target:"):
+        t = _targets(p).get(group)
+        where = f" ({_target_where(t)})" if t is not None else ""
+        return f"the target {_q(group[7:])}{where}"
+    return {
+        "checkpoints": "the conversation rows (checkpoint tables)",
+        "store": "the long-term store items",
+        "key_store": "the key store's rows",
+    }.get(group, _q(group))
+
+
+def _method_words(group: str, method: str) -> str:
+    """How a method group's rows were handled (RECEIPT_SPEC.md 5, 9.13, 9.14, 9.16)."""
+    if method == "atomic-transaction":
+        if group == "key_store":
+            return "deleted in one transaction of the key store (all or nothing)"
+        return "deleted in one database transaction (all or nothing)"
+    if method == "sweep":
+        if group.startswith("target:"):
+            return (
+                "measured inside the transaction and swept after the commit, once the "
+                "scope's own rows were measured empty again (not in that transaction)"
+            )
+        return (
+            "deleted item by item through the store's own interface, outside the "
+            "database transaction (a rollback cannot restore it)"
+        )
+    if method == "read-snapshot":
+        return "measured in one read snapshot; nothing deleted"
+    return _q(method)
+
+
+def _transaction_words(p: dict[str, Any]) -> str | None:
+    """Which parts of an erasure were deleted in its one transaction, and which were
+    swept outside it, as ``methods`` records (None: no method is recorded)."""
+    methods = p.get("methods") if isinstance(p.get("methods"), dict) else {}
+    if not methods:
+        return None
+    atomic = [g for g, m in sorted(methods.items()) if m == "atomic-transaction"]
+    other = [(g, m) for g, m in sorted(methods.items()) if m != "atomic-transaction"]
+    if not other:
+        return "All of it was erased together in one database transaction."
+    words = []
+    for g, m in other:
+        if m == "sweep" and g.startswith("target:"):
+            how = "swept after the commit"
+        elif m == "sweep":
+            how = "swept through the store's own interface, outside the transaction"
+        else:
+            how = _method_words(g, m)
+        words.append(f"{_group_words(g, p)}: {how}")
+    together = (
+        "Only " + " and ".join(_group_words(g, p) for g in atomic) + " were erased together "
+        "in one database transaction"
+        if atomic
+        else "Nothing was erased in one database transaction"
+    )
+    return f"{together}; not in it - " + "; ".join(words) + "."
+
+
 def _what(p: dict[str, Any]) -> list[str]:
     kind = p.get("kind", "thread")
     scope = p.get("scope", {})
@@ -181,6 +292,9 @@ def _what(p: dict[str, Any]) -> list[str]:
             f"Every stored row of the conversation thread {_q(scope.get('thread_id'))}: "
             f"{_size(pre)}, in {_tables(pre)}."
         )
+        how_erased = _transaction_words(p)
+        if how_erased is not None and not how_erased.startswith("All of it"):
+            out.append(how_erased)
     elif kind == "history":
         kept = p.get("kept_state", {})
         out.append(
@@ -202,8 +316,11 @@ def _what(p: dict[str, Any]) -> list[str]:
             f"Everything stored about the data subject {_q(scope.get('subject'))}: "
             f"{_plural(len(threads), 'thread')}{how}"
             + (f": {shown}" if threads else "")
-            + f"; {_size(pre)} in all, in {_tables(pre)}, erased together in one transaction."
+            + f"; {_size(pre)} in all, in {_tables(pre)}."
         )
+        how_erased = _transaction_words(p)
+        if how_erased is not None:
+            out.append(how_erased)
     elif kind == "namespace":
         out.append(
             f"Every item of the long-term store at or below the namespace "
@@ -240,20 +357,45 @@ def _what(p: dict[str, Any]) -> list[str]:
             + (_when(until) if isinstance(until, str) else "an unstated date")
             + f", on the basis {_q(d.get('basis'))}{code}."
         )
+        threads = scope.get("threads")
+        if of == "subject" and isinstance(threads, list):
+            out.append(
+                f"The threads retained ({_plural(len(threads), 'thread')}): "
+                + (", ".join(_q(t) for t in threads) or "none")
+                + "."
+            )
         out.append(
-            "When that date passes, the retention sweep erases it; that erasure's receipt "
-            "names this decision (deferral_of). Until then, erasures of this scope are "
-            "refused unless they override it, and then name it too."
+            "The library records this decision in the database: while it is open, "
+            "erasures of this scope are refused unless they override it (and then name "
+            "it); once that date has passed, the next retention sweep erases the scope, "
+            "and that erasure's receipt names this decision (deferral_of). A decision "
+            "can also be released early without erasing (not signed), so this receipt "
+            "alone does not show whether it is still open."
         )
     elif kind == "shred":  # RECEIPT_SPEC.md 9.16: a data key destroyed, no row deleted
         whose = "data subject" if scope.get("key_scope") == "subject" else "thread"
         threads = scope.get("threads") or []
+        ks = scope.get("key_store") if isinstance(scope.get("key_store"), dict) else {}
+        retention = ks.get("backup_retention")
+        kept = (
+            f"the key store's backup retention, as the receipt records it: {retention}"
+            if isinstance(retention, str)
+            else "the receipt does not state the key store's backup retention"
+        )
         out.append(
             f"Crypto-shredding: the data key of the {whose} {_q(scope.get('subject'))} was "
-            f"destroyed in the key store ({_size(pre)}, in {_tables(pre)}). Every row "
-            f"encrypted under it - of {len(threads)} thread(s), in the database and in any "
-            "backup or copy of it - can no longer be decrypted; the encrypted rows "
-            "themselves were not deleted."
+            f"destroyed in the key store ({_size(pre)}, in {_tables(pre)}). The rows "
+            f"encrypted under it - of {_plural(len(threads), 'thread')}"
+            + (": " + ", ".join(_q(t) for t in threads) if threads else "")
+            + " - were not deleted: they stay in the database, and in its backups and "
+            "copies, as ciphertext."
+        )
+        out.append(
+            "They are unreadable only PROVIDED NO COPY OF THE KEY SURVIVES: copies of "
+            "the key store taken before the shred (its backups, replicas, recovery "
+            f"archives) must have expired ({kept}), and a process that unwrapped the key "
+            "before the shred may still hold it in memory (see what this receipt does not "
+            "cover)."
         )
     else:
         out.append(
@@ -267,19 +409,31 @@ def _what(p: dict[str, Any]) -> list[str]:
         for t in targets:
             if not isinstance(t, dict):
                 continue
-            where = f" table {_q(t['table'])}" if t.get("table") else ""
             when = " after the thread was verified gone" if t.get("after") else ""
+            how = {
+                "atomic-transaction": "deleted in the erasure's database transaction",
+                "sweep": "swept after the commit, outside that transaction",
+            }.get(str(t.get("method")), f"method {_q(t.get('method'))}")
             described.append(
-                f"{_q(t.get('name'))} ({t.get('type')}{where}, keyed by {t.get('key')}, "
-                f"{t.get('method')}{when})"
+                f"{_q(t.get('name'))} ({_target_where(t)}, keyed by {t.get('key')}, {how}{when})"
             )
         out.append(
             "The application's own data about it was erased with it (targets, counted as "
             "the tables target:NAME above): " + ", ".join(described) + "."
         )
-    if namespaces and kind != "namespace":
+    if namespaces and kind not in ("namespace", "deferral", "shred"):
         out.append(
             "Store items under " + ", ".join(_ns(ns) for ns in namespaces) + " were erased with it."
+        )
+    elif namespaces and kind == "deferral":
+        out.append(
+            "Store items under " + ", ".join(_ns(ns) for ns in namespaces) + " are retained "
+            "with it."
+        )
+    elif namespaces and kind == "shred":
+        out.append(
+            "Store items under " + ", ".join(_ns(ns) for ns in namespaces) + " were encrypted "
+            "under the same key: they stay too, as ciphertext, under the same condition."
         )
     if scope.get("tombstone") and kind in ("thread", "subject", "namespace"):
         out.append(
@@ -304,10 +458,19 @@ def _what(p: dict[str, Any]) -> list[str]:
     return out
 
 
+def _moment(kind: str) -> str:
+    """The moment ``issued_at`` records, by kind."""
+    return {"deferral": "the decision was signed", "redaction": "the redaction began",
+            "shred": "the key's destruction began"}.get(kind, "the erasure began")  # fmt: skip
+
+
 def _request(v: VerifiedReceipt, issued: str) -> list[str]:
     r = v.request
+    kind = v.statement["predicate"].get("kind", "thread")
+    deferral = kind == "deferral"
     if r is None:
-        return ["The receipt names no request: it does not say who asked for this erasure or why."]
+        what = "this decision" if deferral else "this erasure"
+        return [f"The receipt names no request: it does not say who asked for {what} or why."]
     basis = r["basis"]
     desc = describe_basis(basis)
     out = [
@@ -324,10 +487,19 @@ def _request(v: VerifiedReceipt, issued: str) -> list[str]:
     received, due = r.get("received_at"), r.get("due")
     if received is not None:
         out.append(
-            f"Received {_when(received)}; erased "
+            f"Received {_when(received)}; {'decided' if deferral else 'erased'} "
             f"{duration_words(seconds_between(received, issued))} later."
         )
-    if due is not None:
+    if due is not None and deferral:
+        out.append(
+            f"Due {_when(due)}: nothing was erased - the decision to retain was signed "
+            + (
+                f"{duration_words(seconds_between(issued, due))} before it."
+                if time_key(issued) <= time_key(due)
+                else f"{duration_words(seconds_between(due, issued))} after it."
+            )
+        )
+    elif due is not None:
         if time_key(issued) <= time_key(due):
             out.append(
                 f"Due {_when(due)}: met, with {duration_words(seconds_between(issued, due))} "
@@ -343,7 +515,7 @@ def _request(v: VerifiedReceipt, issued: str) -> list[str]:
         out.append(
             f"Approved (four eyes) by {_q(v.approver)}: an approver's signature over this "
             f"request and this exact scope, by key {str(v.approver_key_id)[:16]} that your "
-            "trust file lists as an approver, valid when the erasure began."
+            f"trust file lists as an approver, valid when {_moment(kind)}."
         )
     else:
         out.append("No approval by a second person (authorization) is attached.")
@@ -352,17 +524,24 @@ def _request(v: VerifiedReceipt, issued: str) -> list[str]:
 
 def _checks(v: VerifiedReceipt) -> list[str]:
     p = v.statement["predicate"]
+    kind = p.get("kind", "thread")
     name = f" ({v.key_name})" if v.key_name else ""
     empty_after = p.get("post_state", {}).get("leaves") == 0
+    rows = {
+        "deferral": "the retained rows (the digest an erasure of this scope would record if "
+        "nothing changes)",
+        "redaction": "the rewritten rows as they were before",
+        "shred": "the deleted key-store rows",
+    }.get(kind, "the erased rows")
     items: list[list[str]] = [
         [
             f"The signature. The receipt is signed (Ed25519) by key {v.key_id[:16]}{name}, "
-            "a key you said to trust, and the key was valid when the erasure began. Any "
+            f"a key you said to trust, and the key was valid when {_moment(kind)}. Any "
             "change to the receipt after it was signed would break this signature."
         ],
         [
             "The receipt is consistent: the row counts, the table list and the fingerprint "
-            f"of the erased rows (a Merkle tree digest, SHA-256 {v.pre_digest}) agree with "
+            f"of {rows} (a Merkle tree digest, SHA-256 {v.pre_digest}) agree with "
             "each other, "
             + ("the state afterwards is empty, " if empty_after else "")
             + (
@@ -377,8 +556,13 @@ def _checks(v: VerifiedReceipt) -> list[str]:
     if checks:
         items.append(
             [
-                "What the eraser checked while erasing (as it recorded them, covered by the "
-                "signature):"
+                (
+                    "What the library checked while measuring (as it recorded them, covered "
+                    "by the signature):"
+                    if kind == "deferral"
+                    else "What the eraser checked while erasing (as it recorded them, "
+                    "covered by the signature):"
+                )
             ]
             + [
                 f"   - {CHECK_WORDS.get(c['name'], c['name'])} [{c['name']}]: {c['result']}"
@@ -388,20 +572,28 @@ def _checks(v: VerifiedReceipt) -> list[str]:
     needles = p.get("needles")
     if isinstance(needles, dict):
         n, found = len(needles.get("values", ())), needles.get("occurrences_after")
+        searched = needles.get("searched")
+        where = _NEEDLES_SEARCHED.get(str(searched), f"what the receipt calls {_q(searched)}")
+        if searched == "database" and p.get("targets"):
+            where += ", and the rows and listable documents of its targets outside the erased scope"
+        if searched == "database" and (p.get("methods") or {}).get("store") == "sweep":
+            where += (
+                ", and the items the store swept through its interface still returns (items "
+                "it hides, such as expired ones, are not seen)"
+            )
         items.append(
             [
-                f"A search of the {needles.get('searched')} for {_plural(n, 'erased value')} "
-                f"(in {_plural(len(needles.get('forms', ())), 'spelling')}): "
+                f"A search for {_plural(n, 'erased value')} "
+                f"(in {_plural(len(needles.get('forms', ())), 'spelling')}) in {where} "
+                f"[searched: {searched}]: "
                 + ("none found." if found == 0 else f"{found} found.")
+                + " It covers only those rows: not the database file's free space, its "
+                "logs or backups, nor other databases."
             ]
         )
     if v.methods:
         how = "; ".join(
-            f"{group}: "
-            + {
-                "atomic-transaction": "deleted in one database transaction (all or nothing)",
-                "sweep": "deleted item by item through the store's own interface",
-            }.get(m, m)
+            f"{_group_words(group, p)} [{group}]: {_method_words(group, m)}"
             for group, m in sorted(v.methods.items())
         )
         items.append([f"How: {how}."])
@@ -418,17 +610,19 @@ def _checks(v: VerifiedReceipt) -> list[str]:
         out.append(f"{i}. {item[0]}")
         out += item[1:]
     out.append(
-        "This checks the receipt, not the database: it shows what the eraser measured and "
-        "signed at the time. It cannot see the database as it is today."
+        "This checks the receipt, not the database: it shows what the "
+        + ("library" if kind == "deferral" else "eraser")
+        + " measured and signed at the time. It cannot see the database as it is today."
     )
     return out
 
 
 def _not_covered(p: dict[str, Any]) -> list[str]:
     out = []
+    shred = p.get("kind") == "shred"
     for o in p.get("out_of_scope") or ():
         i = o.get("id", "")
-        why = _WHY.get(i)
+        why = (_WHY_SHRED.get(i) if shred else None) or _WHY.get(i)
         out.append(
             f"- {OUT_OF_SCOPE_WORDS.get(i, i)} [{i}]: {o.get('note', '')}"
             + (f" Why it matters: {why}" if why else "")
@@ -443,8 +637,8 @@ def explain(v: VerifiedReceipt, *, source: str | None = None) -> str:
     kind = p.get("kind", "thread")
     head = KIND_WORDS.get(kind, f"Receipt of the kind {_q(kind)}")
     where = f" ({source})" if source else ""
-    began = {"deferral": "The decision was signed at",
-             "redaction": "The redaction began at"}.get(kind, "The erasure began at")  # fmt: skip
+    began = _moment(kind)
+    began = began[0].upper() + began[1:] + " at"
     title = {"deferral": "What is retained\n", "redaction": "What was redacted\n"}.get(
         kind, "What was erased\n"
     )

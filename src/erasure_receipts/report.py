@@ -59,7 +59,7 @@ __all__ = [
 REPORT_TYPE = "erasure-receipts-report-v1"
 DEFAULT_MAX_ROWS = 200
 """Rows each table of the page lists (the summary always counts every receipt)."""
-KNOWN_KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral")
+KNOWN_KINDS = ("thread", "history", "subject", "namespace", "redaction", "deferral", "shred")
 """Kinds the report has words for; any other kind is shown generically."""
 
 _KIND_WORDS = KIND_WORDS
@@ -68,7 +68,8 @@ _RESIDUE_WORDS = RESIDUE_WORDS
 _OUT_OF_SCOPE_WORDS = OUT_OF_SCOPE_WORDS
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
 _COLORS = {"thread": "#2b6cb0", "history": "#6b46c1", "subject": "#c05621",
-           "namespace": "#2f855a", "redaction": "#b83280", "deferral": "#718096"}  # fmt: skip
+           "namespace": "#2f855a", "redaction": "#b83280", "deferral": "#718096",
+           "shred": "#285e61"}  # fmt: skip
 _OTHER_COLORS = ("#2c7a7b", "#975a16", "#4a5568", "#9c4221")
 _SLACK_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("more than 30 days late", float("-inf"), -30 * 86400),
@@ -108,8 +109,10 @@ def report_row(v: VerifiedReceipt, source: str, log_index: int | None = None) ->
     """What the report keeps of one verified receipt: its index record (``FIELDS``) plus
     ``checks`` (``[name, result]``), ``out_of_scope`` (ids), ``residue_items``
     (``[action, status]``), ``needles_after``, ``deferral`` (a deferral's ``until``,
-    ``basis``, ``code`` and retained kind) and ``deferral_of``. Plain data (it crosses
-    process boundaries). A kind the index does not know still gives a row."""
+    ``basis``, ``code`` and retained kind), ``deferral_of`` and ``shred`` (a shred's
+    ``key_scope``, ``threads`` and ``store_namespaces`` counts and its key store's
+    ``backup_retention``). Plain data (it crosses process boundaries). A kind the index
+    does not know still gives a row."""
     p = v.statement.get("predicate", {})
     try:
         row = index_record(v, source=source, log_index=log_index)
@@ -129,6 +132,17 @@ def report_row(v: VerifiedReceipt, source: str, log_index: int | None = None) ->
         else None
     )
     row["deferral_of"] = p.get("deferral_of") if type(p.get("deferral_of")) is str else None
+    row["shred"] = None
+    scope = p.get("scope")
+    if p.get("kind") == "shred" and type(scope) is dict:  # RECEIPT_SPEC.md 9.16
+        ks: dict[str, Any] = scope["key_store"] if type(scope.get("key_store")) is dict else {}
+        retention = ks.get("backup_retention")
+        row["shred"] = {
+            "key_scope": str(scope.get("key_scope")),
+            "threads": len(scope.get("threads") or ()),
+            "store_namespaces": len(scope.get("store_namespaces") or ()),
+            "backup_retention": retention if type(retention) is str else None,
+        }
     return row
 
 
@@ -195,6 +209,8 @@ class Report:
         self.deferrals: dict[str, str | None] = {}
         self.deferral_rows: list[dict[str, Any]] = []
         self.executed: set[str] = set()
+        self.executed_by: dict[str, str] = {}
+        """deferral receipt id -> the first erasure receipt naming it (deferral_of)"""
 
     def add(self, result: dict[str, Any]) -> None:
         """One result: ``{"row": report_row(...)}`` or ``{"failed": {source, reason,
@@ -232,6 +248,7 @@ class Report:
             self.deferrals[row["receipt_id"]] = row["deferral"].get("until")
         if row["deferral_of"]:
             self.executed.add(row["deferral_of"])
+            self.executed_by.setdefault(row["deferral_of"], row["receipt_id"])
         self._add_request(row)
 
     def _add_request(self, row: dict[str, Any]) -> None:
@@ -826,6 +843,18 @@ def _scope_html(row: dict[str, Any]) -> str:
         return f"thread {sid}"
     if kind == "namespace":
         return f"namespace {sid}"
+    if kind == "deferral":
+        of = (row.get("deferral") or {}).get("of_kind")
+        if of == "subject":
+            threads = row.get("threads")
+            extra = f" ({threads} thread{'s' * (threads != 1)})" if threads is not None else ""
+            return f"retains subject {sid}{extra}"
+        if of == "history":
+            return f"retains the history of thread {sid}"
+        return f"retains thread {sid}"
+    if kind == "shred":
+        whose = "subject" if (row.get("shred") or {}).get("key_scope") == "subject" else "thread"
+        return f"data key of {whose} {sid}"
     return sid
 
 
@@ -834,9 +863,11 @@ def _machine(row: dict[str, Any]) -> str:
     return f"<details><summary>machine values</summary><pre>{escape(text)}</pre></details>"
 
 
-def _receipt_row(row: dict[str, Any]) -> str:
+def _when_erased(row: dict[str, Any]) -> list[str]:
+    """An erasure's times: received, due, erased, how long it took, on time or late."""
     received, due, issued = row["request_received_at"], row["request_due_at"], row["issued_at"]
-    when = [f"erased {_when(issued)}"]
+    verb = "key destroyed" if row["kind"] == "shred" else "erased"
+    when = [f"{verb} {_when(issued)}"]
     if received is not None:
         when.insert(0, f"received {_when(received)}")
         when.append(f"took {escape(duration_words(seconds_between(received, issued)))}")
@@ -847,6 +878,70 @@ def _receipt_row(row: dict[str, Any]) -> str:
         else:
             late = duration_words(seconds_between(due, issued))
             when.append(f'<span class="bad">late by {escape(late)}</span>')
+    return when
+
+
+def _deferral_state(row: dict[str, Any], rep: Report | None) -> str:
+    """A decision to retain's state, as far as the report's receipts show it."""
+    if rep is None:
+        return ""
+    by = rep.executed_by.get(row["receipt_id"])
+    if by is not None:
+        return (
+            '<span class="ok">carried out</span>: erasure receipt '
+            f'<code class="rid">{escape(by)}</code> names it'
+        )
+    until = (row.get("deferral") or {}).get("until")
+    if until is not None and time_key(until) < time_key(rep.now):
+        return (
+            '<span class="warn">open, past its end date</span>: no erasure among these '
+            "receipts names it"
+        )
+    return '<span class="warn">open</span>: no erasure among these receipts names it'
+
+
+def _when_retained(row: dict[str, Any], rep: Report | None) -> list[str]:
+    """A decision to retain's times: received, due, retained since, until, its state."""
+    received, due = row["request_received_at"], row["request_due_at"]
+    d = row.get("deferral") or {}
+    when = [f"retained since {_when(row['issued_at'])}", f"until {_when(d.get('until'))}"]
+    if due is not None:
+        when.insert(0, f"due {_when(due)} (nothing erased)")
+    if received is not None:
+        when.insert(0, f"received {_when(received)}")
+    state = _deferral_state(row, rep)
+    if state:
+        when.append(state)
+    return when
+
+
+def _shred_words(row: dict[str, Any]) -> str:
+    """What a shred covers and its condition (RECEIPT_SPEC.md 9.16)."""
+    sh = row.get("shred") or {}
+    n = row.get("rows")
+    text = "data key destroyed"
+    if n is not None:
+        text += f" ({_n(n)} key-store row{'s' * (n != 1)} deleted)"
+    if sh:
+        t, ns = sh.get("threads", 0), sh.get("store_namespaces", 0)
+        text += f"; covers {_n(t)} thread{'s' * (t != 1)}"
+        if ns:
+            text += f" and {_n(ns)} store namespace{'s' * (ns != 1)}"
+    retention = sh.get("backup_retention")
+    kept = (
+        f"the key store's backups (kept {escape(retention)}) must have expired"
+        if retention is not None
+        else "the key store's backup retention is not stated"
+    )
+    return (
+        f"{text}: their rows stay, as ciphertext (in the database and its backups), "
+        f"unreadable only provided no copy of the key survives - {kept}"
+    )
+
+
+def _receipt_row(row: dict[str, Any], rep: Report | None = None) -> str:
+    d = row.get("deferral")
+    when = _when_retained(row, rep) if d is not None else _when_erased(row)
     req = '<span class="muted">none</span>'
     if row["request_id"] is not None:
         req = f"{_id_html(row['request_id'])}<br>{_basis_words(row['request_basis'])}"
@@ -865,12 +960,21 @@ def _receipt_row(row: dict[str, Any]) -> str:
         if row.get("checkpoints_kept") is not None:
             size += f"; {_n(row['checkpoints_kept'])} checkpoints kept"
     if row.get("targets"):
-        size += f"<br>with targets {escape(str(row['targets']))}"
-    d = row.get("deferral")
-    if d:
-        size = f"retained until {_when(d.get('until'))}"
+        names = ", ".join(f"<code>{escape(t)}</code>" for t in str(row["targets"]).split(";"))
+        size += f"<br>with targets {names}"
+        if row.get("rows_targets") is not None:
+            n = row["rows_targets"]
+            size += f" ({_n(n)} row{'s' * (n != 1)})"
+    if d is not None:
+        n = row.get("rows")
+        rows = f"{_n(n)} row{'s' * (n != 1)}, " if n is not None else ""
+        size = f"{rows}retained (nothing deleted) until {_when(d.get('until'))}"
         if d.get("basis"):
             size += f"<br>basis: {escape(d['basis'])}"
+        if d.get("code"):
+            size += f" (code <code>{escape(d['code'])}</code>)"
+    if row["kind"] == "shred":
+        size = _shred_words(row)
     what = f"{_scope_html(row)}<br>{escape(str(row['status']))}"
     if row.get("replay_of"):
         what += f"<br>replay of {_id_html(row['replay_of'])}"
@@ -902,7 +1006,7 @@ def _kind_section(rep: Report, kind: str) -> str:
         "</h2><table><thead><tr><th>What</th><th>Request</th><th>When</th>"
         "<th>Rows and bytes</th><th>What was checked</th><th>Residue clean-up</th>"
         "<th>Not covered</th><th>Exact values</th></tr></thead>"
-        f'<tbody class="rows">{"".join(_receipt_row(r) for r in rows)}</tbody></table>'
+        f'<tbody class="rows">{"".join(_receipt_row(r, rep) for r in rows)}</tbody></table>'
         f"{tail}</section>"
     )
 

@@ -1,13 +1,16 @@
 """``receipt report`` over a real, mixed archive, and the page in a real browser.
 
-A LangGraph graph writes threads of three users into an SQLite database; the attesting
+A LangGraph graph writes threads of several users into an SQLite database; the attesting
 saver erases a thread (late against its request's due date), a history (no due date), a
-data subject in privacy mode (on time) and a thread without a request; a second saver
-signs a receipt with a key nobody trusts, and one receipt is tampered with. The report's
-summary equals counts computed independently from the receipt files (their JSON read
-directly, times compared with ``datetime``), the page names every verified receipt's
-request and the failed receipts' reasons, and names the privacy-mode subject only by
-commitments.
+data subject in privacy mode (on time), a thread without a request and a thread with an
+erasure target in another database (swept after the commit); it signs two decisions to
+retain (``defer``), one of which an erasure then carries out (``override_deferral``);
+a second saver signs a receipt with a key nobody trusts, and one receipt is tampered
+with. The report's summary - deferral counts included - equals counts computed
+independently from the receipt files (their JSON read directly, times compared with
+``datetime``), the page names every verified receipt's request, the failed receipts'
+reasons and the targets of the receipt that has them, tells each decision to retain
+with its state, and names the privacy-mode subject only by commitments.
 
 Headless Chromium (``chromium`` or ``chromium-browser`` on PATH; ``.ci/run`` installs it
 in CI) loads the file with networking off (its own network namespace where ``unshare``
@@ -21,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -35,7 +39,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.store.sqlite import SqliteStore
 
-from erasure_receipts import AttestingSqliteSaver, RequestContext, Signer
+from erasure_receipts import AttestingSqliteSaver, RequestContext, Signer, SqlTarget
 from erasure_receipts.privacy import CommitmentKey
 from explain_facts import check_facts, predicate
 from test_subject import EMAIL, NAMESPACES, OTHERS, SUBJECT, SUPPORT, THREADS, build, cfg, populate
@@ -45,6 +49,9 @@ STRANGER = Signer.from_seed(b"\x07" * 32)
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "report.schema.json").read_text())
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 CAROL = "carol-chat-1"
+KEPT, OVERRIDDEN, GRANTED = "erin-chat-1", "frank-chat-1", "gina-chat-1"
+LEDGER = """CREATE TABLE refund_grants (grant_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL,
+    amount_cents INTEGER)"""
 
 
 def _t(d: datetime) -> str:
@@ -63,6 +70,14 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     arch.mkdir()
     now = datetime.now(UTC)
     ck = CommitmentKey.generate()
+    ledger = base / "ledger.db"
+    with sqlite3.connect(ledger) as c:
+        c.execute(LEDGER)
+        c.executemany(
+            "INSERT INTO refund_grants VALUES (?, ?, ?)",
+            [("g-1", GRANTED, 500), ("g-2", GRANTED, 700), ("g-3", CAROL, 100)],
+        )
+    c.close()
     with (
         SqliteStore.from_conn_string(str(db)) as store,
         AttestingSqliteSaver.from_conn_string(str(db), signer=TRUSTED, store=store) as saver,
@@ -71,7 +86,20 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         graph = build(saver, store)
         populate(graph)
         graph.invoke({"messages": [HumanMessage(content="hello")]}, cfg(CAROL, "carol"))
+        for thread, user in ((KEPT, "erin"), (OVERRIDDEN, "frank"), (GRANTED, "gina")):
+            graph.invoke({"messages": [HumanMessage(content="hi")]}, cfg(thread, user))
+        deferrals = {
+            "deferral-open": saver.defer(KEPT, basis="GDPR Art. 17(3)(e): open legal claim",
+                                         until=now + timedelta(days=90), code="gdpr-17-3-e"),
+            "deferral-overridden": saver.defer(OVERRIDDEN, basis="litigation hold",
+                                               until=now + timedelta(days=30)),
+        }  # fmt: skip
         receipts = {
+            **deferrals,
+            "thread-overriding": saver.erase_thread(OVERRIDDEN, override_deferral=True),
+            "thread-targets": saver.erase_thread(
+                GRANTED, targets=[SqlTarget("refund_grants", "thread_id", database=str(ledger))]
+            ),
             "thread-late": saver.erase_thread(
                 OTHERS[0],
                 request=RequestContext("DSR-0001", "gdpr-art17-1b", requester="bob@example.com",
@@ -122,15 +150,21 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "now": now}  # fmt: skip
 
 
-def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
+def independent_counts(arch: Path, failed: set[str], now: datetime) -> dict[str, Any]:
     """The summary's counts from the receipt files themselves (no library code)."""
     by_kind: Counter[tuple[str, str]] = Counter()
     requests: dict[str, list[dict[str, Any]]] = {}
+    until: dict[str, datetime] = {}  # decision to retain -> its end
+    carried_out: set[str] = set()  # named by an erasure's deferral_of
     for f in sorted(arch.glob("*.json")):
         if f.name in failed:
             continue
         p = json.loads(f.read_bytes())["statement"]["predicate"]
         by_kind[(p.get("kind", "thread"), p["status"])] += 1
+        if p.get("kind") == "deferral":
+            until[p["receipt_id"]] = _parse(p["deferral"]["until"])
+        if "deferral_of" in p:
+            carried_out.add(p["deferral_of"])
         if "request" in p:
             requests.setdefault(p["request"]["id"], []).append(p)
     met = late = no_due = 0
@@ -143,7 +177,12 @@ def independent_counts(arch: Path, failed: set[str]) -> dict[str, Any]:
             met += 1
         else:
             late += 1
+    executed = sum(1 for d in until if d in carried_out)
+    past = sum(1 for d, u in until.items() if d not in carried_out and u < now)
+    deferrals = {"total": len(until), "open": len(until) - executed, "executed": executed,
+                 "open_past_until": past}  # fmt: skip
     return {"by_kind": {k: {s: n} for (k, s), n in sorted(by_kind.items())},
+            "deferrals": deferrals,
             "requests": {"received": len(requests), "met": met, "late": late, "open": 0,
                          "no_due_date": no_due, "open_overdue": 0},
             "verified": sum(by_kind.values())}  # fmt: skip
@@ -156,13 +195,16 @@ def test_summary_equals_independent_counts(archive: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(summary)
     failed = {Path(f["source"]).name: f["reason"] for f in summary["failed"]}
     assert failed == {"tampered.json": "bad_signature", "untrusted.json": "untrusted_key"}
-    want = independent_counts(archive["dir"], set(failed))
+    want = independent_counts(archive["dir"], set(failed), _parse(summary["generated_at"]))
     assert summary["by_kind"] == want["by_kind"] == {
-        "history": {"erased": 1}, "namespace": {"erased": 1}, "redaction": {"redacted": 1},
-        "subject": {"erased": 1}, "thread": {"erased": 2}}  # fmt: skip
+        "deferral": {"retained": 2}, "history": {"erased": 1}, "namespace": {"erased": 1},
+        "redaction": {"redacted": 1}, "subject": {"erased": 1},
+        "thread": {"erased": 4}}  # fmt: skip
+    assert summary["deferrals"] == want["deferrals"]
+    assert want["deferrals"] == {"total": 2, "open": 1, "executed": 1, "open_past_until": 0}
     assert summary["requests"] == want["requests"]
     assert (want["requests"]["met"], want["requests"]["late"]) == (2, 1)
-    assert summary["receipts"] == {"total": 8, "verified": want["verified"], "failed": 2,
+    assert summary["receipts"] == {"total": 12, "verified": want["verified"], "failed": 2,
                                    "duplicates": 0}  # fmt: skip
     assert summary["privacy_mode"] == 1
     rows = sum(r.statement["predicate"]["pre_state"]["leaves"]
@@ -188,6 +230,36 @@ def test_page_names_verified_requests_failures_and_only_commitments(
         assert raw not in html, raw
     assert private["scope"]["subject"] in html  # the commitment, in the machine values
     assert OTHERS[0] in html and CAROL in html  # not privacy mode: named in clear
+
+
+def _row_of(html: str, receipt_id: str) -> str:
+    """The table row (``<tr>...</tr>``) of the kind section that lists a receipt."""
+    at = html.index(f'<code class="rid">{receipt_id}</code>')
+    return html[html.rindex("<tr>", 0, at) : html.index("</tr>", at)]
+
+
+def test_page_tells_decisions_to_retain_and_targets(archive: dict[str, Any]) -> None:
+    """Each deferral row: the decision (retained since its issued_at, until its until) and
+    its state as the archive shows it; the receipt with targets names them."""
+    html = archive["out"].read_text("utf-8")
+    rs = archive["receipts"]
+    overriding = rs["thread-overriding"].statement["predicate"]
+    states = {"deferral-open": '<span class="warn">open</span>',
+              "deferral-overridden": '<span class="ok">carried out</span>'}  # fmt: skip
+    for name, state in states.items():
+        p = rs[name].statement["predicate"]
+        row = _row_of(html, p["receipt_id"])
+        assert f'retained since <time datetime="{p["issued_at"]}"' in row
+        assert f'until <time datetime="{p["deferral"]["until"]}"' in row
+        assert state in row and "erased <time" not in row
+        assert (overriding["receipt_id"] in row) == (name == "deferral-overridden")
+    assert overriding["deferral_of"] == rs["deferral-overridden"].receipt_id
+    p = rs["thread-targets"].statement["predicate"]
+    row = _row_of(html, p["receipt_id"])
+    names = [t["name"] for t in p["targets"]]
+    assert names == ["refund_grants"] and p["targets"][0]["method"] == "sweep"
+    assert "with targets " + ", ".join(f"<code>{n}</code>" for n in names) in row
+    assert f"({p['pre_state']['tables']['target:refund_grants']['rows']} rows)" in row
 
 
 def test_explain_states_the_facts_of_every_real_receipt(archive: dict[str, Any]) -> None:

@@ -125,3 +125,108 @@ def test_an_unknown_kind_is_explained_generically(kind: str) -> None:
     text = explain(_verified(st))
     assert f"Receipt of the kind '{kind}'" in text and "does not describe in detail" in text
     assert "'redacted'" in text and "2026-11-29 12:00:00 UTC" in text
+
+
+def _golden(name: str) -> dict[str, Any]:
+    return dict(json.loads((GOLDEN / "good" / name).read_bytes())["statement"])
+
+
+def _verified_as_is(st: dict[str, Any]) -> Any:
+    from erasure_receipts.verify import VerifiedReceipt
+
+    p = st["predicate"]
+    return VerifiedReceipt(receipt_id=p["receipt_id"], thread_id="t-1", status=p["status"],
+                           issued_at=p["issued_at"], pre_digest=p["pre_state"]["digest"]["sha256"],
+                           key_id=TRUSTED_ID, key_name="", statement=st, methods=p["methods"],
+                           residue=[(r["action"], r["status"]) for r in p["residue"]],
+                           request=p.get("request"))  # fmt: skip
+
+
+TRUSTED_ID = Signer.from_seed(bytes(range(32))).key_id
+
+
+def test_a_subject_with_swept_parts_names_them_not_one_transaction() -> None:
+    """A subject erasure whose store is swept through its API and one of whose targets is
+    in another database: only the atomic parts were in the transaction; the others are
+    named, with the other database as the receipt names it."""
+    from erasure_receipts.explain import explain
+
+    st = _golden("subject.json")
+    p = st["predicate"]
+    p["methods"] = {"checkpoints": "atomic-transaction", "store": "sweep",
+                    "target:tickets": "sweep"}  # fmt: skip
+    p["targets"] = [{"name": "tickets", "type": "sql", "key": "subject", "method": "sweep",
+                     "table": "tickets", "key_column": "user_id",
+                     "database": "postgresql://crm:***@db:5432/crm"}]  # fmt: skip
+    text = explain(_verified_as_is(st))
+    assert "erased together in one transaction" not in text
+    assert "Only the conversation rows (checkpoint tables) were erased together in one " in text
+    assert "the long-term store items: swept through the store's own interface, outside" in text
+    assert ("the target 'tickets' (table 'tickets' in the other database "
+            "'postgresql://crm:***@db:5432/crm'): swept after the commit") in text  # fmt: skip
+    assert "item by item through the store's own interface" in text  # the store, not a target
+    how = text[text.index("How: ") :].split("\n", 1)[0]
+    assert "[target:tickets]: measured inside the transaction and swept after the commit" in how
+    assert "store's own interface" not in how.split("[target:tickets]")[1]
+    check_facts(text, p)
+
+
+def test_a_needles_search_says_what_it_searched() -> None:
+    """``searched: thread``: the erased thread's rows, not the database."""
+    from erasure_receipts.explain import explain
+
+    st = _golden("history.json")
+    text = explain(_verified_as_is(st))
+    assert st["predicate"]["needles"]["searched"] == "thread"
+    assert "A search of the" not in text
+    assert ("in the stored rows of the erased thread(s), read after deleting and before the "
+            "commit [searched: thread]: none found.") in text  # fmt: skip
+    assert "not the database file's free space, its logs or backups, nor other databases" in text
+
+
+def test_a_subject_deferral_with_a_request_is_told_as_a_decision() -> None:
+    """A subject deferral with store namespaces and a request: nothing is called erased,
+    its checks are told in words, its threads are listed."""
+    from erasure_receipts.explain import explain
+
+    st = _golden("deferral.json")
+    p = st["predicate"]
+    threads = [f"alice-{i}" for i in range(12)]
+    p["scope"] = {"subject": "alice", "threads": threads, "discovery": None,
+                  "checkpoint_namespaces": "all", "store_namespaces": [["users", "alice"]],
+                  "tombstone": False}  # fmt: skip
+    p["methods"] = {"checkpoints": "read-snapshot", "store": "read-snapshot"}
+    p["deferral"] = {"of_kind": "subject", "basis": "open claim", "code": None,
+                     "until": "2027-01-31T00:00:00Z"}  # fmt: skip
+    p["request"] = {
+        "id": "DSR-9",
+        "basis": "gdpr-art17-1a",
+        "requester": None,
+        "received_at": "2026-11-20T12:00:00Z",
+        "due": "2026-12-20T12:00:00Z",
+    }
+    text = explain(_verified_as_is(st))
+    assert "The threads retained (12 threads): " + ", ".join(repr(t) for t in threads) in text
+    assert "'users/alice' are retained with it" in text and "erased with it" not in text
+    assert "decided 9 days later" in text and "erased 9 days" not in text
+    assert "Due 2026-12-20 12:00:00 UTC: nothing was erased" in text and ": met" not in text
+    assert "- scope_measured [" not in text and "- until_after_issued_at [" not in text
+    assert "the end of the retention (until) is after the moment the decision was signed" in text
+    assert "erasure began" not in text and "the erased rows" not in text
+    assert "measured in one read snapshot; nothing deleted" in text
+    check_facts(text, p)
+
+
+def test_a_shred_states_its_condition_with_the_receipts_retention() -> None:
+    from erasure_receipts.explain import explain
+
+    st = _golden("shred.json")
+    text = explain(_verified_as_is(st))
+    assert "can no longer be decrypted" not in text
+    assert "unreadable only PROVIDED NO COPY OF THE KEY SURVIVES" in text
+    assert "backup retention, as the receipt records it: P30D" in text
+    st["predicate"]["scope"]["key_store"]["backup_retention"] = None
+    text = explain(_verified_as_is(st))
+    assert "the receipt does not state the key store's backup retention" in text
+    assert "P30D" not in text
+    check_facts(text, st["predicate"])

@@ -228,9 +228,45 @@ def test_request_outcomes_and_deferrals() -> None:
     assert s["deferrals"] == {"total": 2, "open": 1, "executed": 1, "open_past_until": 0}
     assert s["replays"] == 1
     html = render_html(rep)
-    assert 'retained until <time datetime="2027-06-01T00:00:00Z"' in html
+    assert 'retained (nothing deleted) until <time datetime="2027-06-01T00:00:00Z"' in html
     assert "Decision to retain" in html
     assert f'carries out deferral <code class="nw">{rid(4)}</code>' in html
+    # a deferral row tells the decision and its state, never "erased <date>"
+    section = html[html.index('id="kind-deferral"') :]
+    section = section[: section.index("</section>")]
+    rows = section.split("<tr>")[2:]
+    assert len(rows) == 2 and "erased <time" not in section and "on time" not in section
+    open_row = next(r for r in rows if rid(3) in r)
+    assert f'retained since <time datetime="{deferral["issued_at"]}"' in open_row
+    assert 'until <time datetime="2027-06-01T00:00:00Z"' in open_row
+    assert '<span class="warn">open</span>: no erasure among these receipts names it' in open_row
+    assert "(nothing erased)" in open_row
+    done_row = next(r for r in rows if rid(4) in r)
+    assert '<span class="ok">carried out</span>: erasure receipt' in done_row
+    assert rid(6) in done_row
+
+
+def test_shred_and_deferral_receipts_are_described() -> None:
+    """The golden shred and deferral receipts, verified: the shred is described (key
+    destroyed, what it covers, its condition with the receipt's retention), not as a kind
+    the report does not know; the deferral with its decision."""
+    trust = TrustStore([TRUSTED.public_key])
+    rep = Report(now=NOW)
+    for name in ("shred-store.json", "deferral.json"):
+        v = verify_receipt((GOLDEN / "good" / name).read_bytes(), trust)
+        rep.add({"row": report_row(v, name)})
+    html = render_html(rep)
+    assert "does not describe" not in html
+    assert "Data key destroyed (crypto-shredding" in html
+    shred = html[html.index('id="kind-shred"') :]
+    assert "data key of subject <code" in shred and "alice" in shred
+    assert "data key destroyed (5 key-store rows deleted); covers 2 threads and 2 store " in shred
+    assert "unreadable only provided no copy of the key survives" in shred
+    assert "the key store's backups (kept P30D) must have expired" in shred
+    deferral = html[html.index('id="kind-deferral"') : html.index('id="kind-shred"')]
+    assert 'retained since <time datetime="2026-11-29T12:00:00Z"' in deferral
+    assert "retains thread <code" in deferral and "erased <time" not in deferral
+    assert "(code <code>gdpr-17-3-b</code>)" in deferral
 
 
 @pytest.mark.parametrize("kind", ["redaction", "shred", "deferral", "x<script>"])

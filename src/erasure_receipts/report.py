@@ -866,7 +866,7 @@ def _machine(row: dict[str, Any]) -> str:
 def _when_erased(row: dict[str, Any]) -> list[str]:
     """An erasure's times: received, due, erased, how long it took, on time or late."""
     received, due, issued = row["request_received_at"], row["request_due_at"], row["issued_at"]
-    verb = "key destroyed" if row["kind"] == "shred" else "erased"
+    verb = {"shred": "key destroyed", "redaction": "redacted"}.get(row["kind"], "erased")
     when = [f"{verb} {_when(issued)}"]
     if received is not None:
         when.insert(0, f"received {_when(received)}")

@@ -269,6 +269,15 @@ def test_shred_and_deferral_receipts_are_described() -> None:
     assert "(code <code>gdpr-17-3-b</code>)" in deferral
 
 
+def test_a_redaction_reads_redacted_not_erased() -> None:
+    rep = Report(now=NOW)
+    v = verify_receipt((GOLDEN / "good" / "redaction.json").read_bytes(), [TRUSTED.public_key])
+    rep.add({"row": report_row(v, "redaction.json")})
+    html = render_html(rep)
+    section = html[html.index('id="kind-redaction"') :]
+    assert "redacted <time" in section and "erased <time" not in section
+
+
 @pytest.mark.parametrize("kind", ["redaction", "shred", "deferral", "x<script>"])
 def test_unknown_kinds_render_generically(kind: str) -> None:
     """A kind added after the report: rows of any shape of the known columns render, and

@@ -1333,7 +1333,8 @@ class AsyncErasureMethods(_Configured):
         def probe(thread_id: str) -> str:
             return asyncio.run_coroutine_threadsafe(read(thread_id), loop).result()
 
-        return await asyncio.to_thread(
+        # Through flow(): the shred reads the data database (its plaintext-row check).
+        return await self._adb.flow(
             _shred.shred, self._eraser, enc, type(self).__name__, name, probe
         )
 

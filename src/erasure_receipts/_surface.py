@@ -797,7 +797,7 @@ class ErasureMethods(_Configured):
         )  # fmt: skip
         self._eraser.preflight()
         self._eraser.db.prepare()
-        serde = cast(Any, self).serde
+        serde = _redact.saver_serde(self)
         return _redact.redact(self._eraser, er, serde, replacement, self._eraser.scan(residue_scan))
 
     # -- signed decisions to retain (RECEIPT_SPEC.md 9.14) --------------------------------
@@ -1272,7 +1272,7 @@ class AsyncErasureMethods(_Configured):
         )  # fmt: skip
         self._eraser.preflight()
         await self._adb.aprepare()
-        serde = cast(Any, self).serde
+        serde = _redact.saver_serde(self)
         receipt = await self._adb.flow(
             _redact.redact, self._eraser, er, serde, replacement, self._eraser.scan(residue_scan)
         )
@@ -1333,7 +1333,8 @@ class AsyncErasureMethods(_Configured):
         def probe(thread_id: str) -> str:
             return asyncio.run_coroutine_threadsafe(read(thread_id), loop).result()
 
-        return await asyncio.to_thread(
+        # Through flow(): the shred reads the data database (its plaintext-row check).
+        return await self._adb.flow(
             _shred.shred, self._eraser, enc, type(self).__name__, name, probe
         )
 

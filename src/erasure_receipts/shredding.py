@@ -51,7 +51,11 @@ def encrypt_sqlite_database(
     ``{"configurable": metadata}``, so the default ``subject_of`` finds ``user_id``),
     and written back, in one transaction; then the file is ``VACUUM``-ed so no plaintext
     page remains in it. Backups taken before keep the plaintext. Stop the application's
-    writers first. ``progress(done, total)`` is called per sealed row."""
+    writers first. ``progress(done, total)`` is called per sealed row.
+
+    Store items (table ``store``) are not sealed: they stay plaintext and are counted in
+    ``Migrated.store_plaintext`` (re-write them through ``Encryption.wrap_store``, or
+    erase them); a shred refuses while a subject's store namespace holds one."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     own = not isinstance(db, sqlite3.Connection)

@@ -149,3 +149,27 @@ def test_postgres(pg_db: str, tmp_path: Path, key: Path, signer: Signer) -> None
         states = list(chat_graph(saver).get_state_history(cfg(T)))
         assert len(states) == doc["checkpoints"]
         assert all(CARD not in repr(s.values) for s in states)
+
+
+def test_an_encrypted_thread_is_refused_naming_its_sealed_rows(
+    tmp_path: Path, key: Path, signer: Signer
+) -> None:
+    """``receipt redact`` takes no key store: on a thread written with ``encryption=`` it
+    cannot see into the sealed rows, so it names them and changes nothing (never 'holds
+    none of the needles')."""
+    from erasure_receipts import Encryption, KeyStore, LocalKeyWrapper
+
+    db = tmp_path / "enc.db"
+    keys = KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.generate(tmp_path / "kek"))
+    conn = sqlite3.connect(db, check_same_thread=False)
+    g = chat_graph(AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys)))
+    for turn in CHAT_TURNS:
+        g.invoke(human(turn), cfg(T))
+    conn.close()
+    keys.close()
+    before = db.read_bytes()
+    res = cli("redact", db, "--thread", T, "--needles-file", needles(tmp_path, CARD),
+              "--key", key)  # fmt: skip
+    one_error(res, 1, "redaction refused, nothing was changed", "table='checkpoints'")
+    assert "holds none" not in res.stderr
+    assert db.read_bytes() == before

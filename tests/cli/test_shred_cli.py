@@ -230,3 +230,59 @@ def test_cli_encrypt_migrates_a_plaintext_database(
     other.write_text("not a database")
     res = cli("encrypt", other, "--keystore", ks, "--master-key", mk)
     assert res.exit_code == 3, res.stderr
+
+
+def test_cli_encrypt_leaves_store_items_plaintext_and_a_shred_refuses_them(
+    tmp_path: Path, signer: Signer, key: Path
+) -> None:
+    """``receipt encrypt`` does not seal store items: it says so and counts them (the
+    store table's raw bytes unchanged); a shred whose subject's store namespace still
+    holds such an item refuses in one line naming it, and destroys nothing. Once the
+    item is sealed (re-written through the encrypting store) the shred goes through."""
+    from langgraph.store.sqlite import SqliteStore
+
+    from test_encryption_sqlite import MARKER
+
+    db = tmp_path / "plain.db"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    build(AttestingSqliteSaver(conn, signer=signer)).invoke(
+        {"messages": [HumanMessage(content="hi")]}, cfg("alice-1", "alice")
+    )
+    conn.commit()
+    conn.close()
+    sconn = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+    raw_store = SqliteStore(sconn)
+    raw_store.setup()
+    raw_store.put(("users", "alice"), "profile", {"email": f"alice@{MARKER}"})
+    store_rows = sconn.execute("SELECT prefix, key, value FROM store").fetchall()
+    mk, ks = tmp_path / "master.key", tmp_path / "keys.sqlite"
+    LocalKeyWrapper.generate(mk)
+
+    res = cli("encrypt", db, "--keystore", ks, "--master-key", mk)
+    assert res.exit_code == 0, res.stderr
+    assert "1 store item(s) (table store) stay plaintext" in res.stdout
+    doc = json.loads(cli("encrypt", db, "--keystore", ks, "--master-key", mk, "--json").stdout)
+    assert doc["store_items_plaintext"] == 1
+    assert sconn.execute("SELECT prefix, key, value FROM store").fetchall() == store_rows
+
+    # The application goes on with the encrypting store: the namespace is the subject's.
+    keys = KeyStore(ks, LocalKeyWrapper.from_file(mk))
+    store = Encryption(keys).wrap_store(raw_store, lambda ns: ns[1])
+    store.put(("users", "alice"), "prefs", {"tone": "dry"})
+    assert keys.namespaces_of("subject:alice") == ["users.alice"]
+
+    archive = tmp_path / "receipts"
+    args = ("shred", db, "--subject", "alice", "--keystore", ks, "--master-key", mk,
+            "--key", key, "--archive", archive)  # fmt: skip
+    one_error(cli(*args), 1, "plaintext_row", "nothing was destroyed",
+              "store item 'users.alice'/'profile'")  # fmt: skip
+    assert keys.has_key("subject:alice")
+    assert not list(archive.glob("*.json")) if archive.exists() else True
+    assert sconn.execute("SELECT prefix, key, value FROM store").fetchall()[0] == store_rows[0]
+
+    store.put(("users", "alice"), "profile", {"email": "alice@example.org"})  # now sealed
+    res = cli(*args)
+    assert res.exit_code == 0, res.stderr
+    assert "no longer decrypt" in res.stdout
+    keys.close()
+    sconn.close()

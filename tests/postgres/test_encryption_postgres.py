@@ -339,3 +339,51 @@ def test_pg_store_items_sync_and_async(pg_db: str, keys: KeyStore, signer: Signe
         with pytest.raises(KeyShreddedError):
             store.get(("users", "alice"), "profile")
         assert store.get(("users", "bob"), "profile") is not None
+
+
+def test_pg_shred_refuses_plaintext_rows_of_its_scope(
+    pg_db: str, keys: KeyStore, signer: Signer
+) -> None:
+    """A pending write stored in plaintext in the subject's thread, and a plaintext store
+    item in the subject's namespace, would stay readable: the shred refuses naming them
+    and destroys nothing; once they are gone it goes through."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from langgraph.store.postgres import PostgresStore
+
+    from erasure_receipts import verify_receipt
+
+    enc = Encryption(keys)
+    with (
+        AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, encryption=enc) as saver,
+        PostgresStore.from_conn_string(pg_db) as raw,
+    ):
+        saver.setup()
+        raw.setup()
+        build(saver).invoke({"messages": [HumanMessage(content="hi")]}, cfg("alice-1", "alice"))
+        enc.wrap_store(raw, lambda ns: ns[1]).put(("users", "alice"), "prefs", {"t": 1})
+        raw.put(("users", "alice"), "plain", {"email": f"alice@{MARKER}"})
+        type_, blob = JsonPlusSerializer().dumps_typed({"v": MARKER})
+        with connect(pg_db) as c:
+            c.execute(
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, "
+                "task_id, task_path, idx, channel, type, blob) SELECT thread_id, "
+                "checkpoint_ns, checkpoint_id, 'plain-task', '', 0, 'x', %s, %s "
+                "FROM checkpoints WHERE thread_id = 'alice-1' LIMIT 1",
+                (type_, blob),
+            )
+            c.commit()
+            before = c.execute("SELECT t::text FROM checkpoint_writes t ORDER BY 1").fetchall()
+        with pytest.raises(PlaintextRowError, match="nothing was destroyed") as exc:
+            saver.shred_subject("alice")
+        msg = str(exc.value)
+        assert "checkpoint_writes thread 'alice-1'" in msg
+        assert "store item 'users.alice'/'plain'" in msg and "2 row(s)" in msg
+        assert keys.has_key("subject:alice")
+        with connect(pg_db) as c:
+            assert c.execute("SELECT t::text FROM checkpoint_writes t ORDER BY 1").fetchall() == (
+                before
+            )
+            c.execute("DELETE FROM checkpoint_writes WHERE task_id = 'plain-task'")
+            c.commit()
+        raw.delete(("users", "alice"), "plain")
+        verify_receipt(saver.shred_subject("alice"), [signer.public_key])

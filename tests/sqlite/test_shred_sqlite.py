@@ -431,3 +431,35 @@ def test_store_items_are_encrypted_and_shredded(tmp_path: Path, signer: Signer) 
     assert bstore.get(("users", "bob"), "profile") is not None
     conn.close()
     sconn.close()
+
+
+def test_a_plaintext_row_in_the_subjects_threads_refuses_the_shred(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A row of the subject's threads stored in plaintext (behind the saver's back) would
+    stay readable after the key is gone: the shred refuses, naming it, destroys nothing."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from erasure_receipts import PlaintextRowError
+
+    db, keys, saver, conn = setup_app(tmp_path, signer)
+    type_, blob = JsonPlusSerializer().dumps_typed({"v": f"plain {MARKER}"})
+    conn.execute(
+        "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, "
+        "type, value) SELECT thread_id, checkpoint_ns, checkpoint_id, 'plain-task', 0, 'x', ?, ? "
+        "FROM checkpoints WHERE thread_id = 'alice-2' LIMIT 1",
+        (type_, blob),
+    )
+    conn.commit()
+    with sqlite3.connect(db) as c:
+        before = c.execute("SELECT * FROM writes ORDER BY 1, 2, 3, 4, 5").fetchall()
+    c.close()
+    with pytest.raises(PlaintextRowError, match=r"nothing was destroyed.*writes thread 'alice-2'"):
+        saver.shred_subject("alice")
+    assert keys.has_key("subject:alice")
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT * FROM writes ORDER BY 1, 2, 3, 4, 5").fetchall() == before
+    c.close()
+    conn.execute("DELETE FROM writes WHERE task_id = 'plain-task'")
+    conn.commit()
+    verify_receipt(saver.shred_subject("alice"), [signer.public_key])

@@ -234,6 +234,18 @@ class Encryption:
         type_, _, data = plain.partition(b"\x00")
         return inner.loads_typed((type_.decode(), data))
 
+    def reseal(
+        self, inner: SerializerProtocol, obj: Any, blob: bytes, identity: Sequence[str]
+    ) -> bytes:
+        """``obj`` sealed again to the row ``blob`` was read from (``identity``), under the
+        same data key (a redaction's rewrite: the row keeps its key and binding)."""
+        key_id = bytes(blob[len(MAGIC) : _HEAD])
+        aead = self._key_by_id(key_id, identity[1])
+        type_, data = inner.dumps_typed(obj)
+        nonce = secrets.token_bytes(_NONCE)
+        plain = type_.encode() + b"\x00" + (data or b"")
+        return MAGIC + key_id + nonce + aead.encrypt(nonce, plain, _aad(key_id, identity))
+
     def open_tuple(
         self, inner: SerializerProtocol, tup: CheckpointTuple | None
     ) -> CheckpointTuple | None:
@@ -326,6 +338,20 @@ class Encryption:
                 "another item)"
             ) from None
         return json.loads(plain)
+
+    def reseal_store_value(
+        self, namespace: tuple[str, ...], key: str, value: Any, sealed: Any
+    ) -> dict[str, str]:
+        """``value`` sealed again to its item under the key of ``sealed`` (the item's
+        sealed value as stored; a redaction's rewrite keeps the item's key)."""
+        ns = ".".join(namespace)
+        blob = base64.b64decode(sealed[SEALED_VALUE_KEY], validate=True)
+        key_id = bytes(blob[len(MAGIC) : _HEAD])
+        aead = self._key_by_id(key_id, ns)
+        nonce = secrets.token_bytes(_NONCE)
+        plain = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        ct = aead.encrypt(nonce, plain, _aad(key_id, ("store", ns, key)))
+        return {SEALED_VALUE_KEY: base64.b64encode(MAGIC + key_id + nonce + ct).decode()}
 
     def wrap_store(self, store: Any, subject_of_namespace: NamespaceSubject) -> Any:
         """``store`` with every item value encrypted under the data key of

@@ -148,7 +148,8 @@ def encrypt(
 
     Every checkpoint and pending write not yet encrypted is sealed under its thread's
     subject key (the subject is the checkpoint metadata's user_id), in one transaction;
-    the file is then VACUUMed. Stop the application's writers first. Backups taken
+    the file is then VACUUMed. Store items (table store) are not sealed: they stay
+    plaintext and are counted. Stop the application's writers first. Backups taken
     before keep the plaintext. The key store is created if it does not exist.
     """
     import sys
@@ -194,10 +195,17 @@ def encrypt(
     if as_json:
         _emit_json({"ok": True, "exit_code": 0, "checkpoints": out.checkpoints,
                     "writes": out.writes, "already_sealed": out.already_sealed,
-                    "threads": out.threads})  # fmt: skip
+                    "threads": out.threads,
+                    "store_items_plaintext": out.store_plaintext})  # fmt: skip
         return
     typer.echo(
         f"encrypted {out.checkpoints} checkpoint(s) and {out.writes} write(s) of "
         f"{out.threads} thread(s) ({out.already_sealed} already encrypted); the file was "
         "VACUUMed. Backups taken before this keep the plaintext."
     )
+    if out.store_plaintext:
+        typer.echo(
+            f"{out.store_plaintext} store item(s) (table store) stay plaintext: receipt "
+            "encrypt does not seal store items, and a shred refuses while a subject's store "
+            "namespace holds one (re-write them through Encryption.wrap_store, or erase them)"
+        )

@@ -28,6 +28,7 @@ from typing import Any
 
 from .. import __version__
 from .. import _lease as lease
+from .._backends.sealing import SEALED_TYPE, SEALED_VALUE_KEY, Sealed
 from .._clock import format_time, utc_now
 from .._engine.eraser import Eraser, normalise_namespaces
 from .._engine.measure import _add
@@ -49,7 +50,10 @@ from ..errors import (
 )
 from ..receipt import Receipt
 
-__all__ = ["DEFAULT_REPLACEMENT", "MIN_NEEDLE_CHARS", "redact", "redaction_request", "rewrite"]
+__all__ = [
+    "DEFAULT_REPLACEMENT", "MIN_NEEDLE_CHARS", "SealedRows", "redact", "redaction_request",
+    "rewrite", "saver_serde",
+]  # fmt: skip
 
 log = logging.getLogger("erasure_receipts")
 
@@ -248,7 +252,90 @@ class _Rewriter:
 
 
 Serde = Any
-"""The saver's serializer (``dumps_typed``/``loads_typed``)."""
+"""The saver's serializer (``dumps_typed``/``loads_typed``), or :class:`SealedRows`."""
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, memoryview):
+        v = bytes(v)
+    return v.decode("utf-8", "surrogatepass") if isinstance(v, bytes) else str(v)
+
+
+def _identity(table: str, record: dict[str, Any]) -> tuple[str, ...] | None:
+    """The identity a sealed value of a row is bound to (shredding.Encryption)."""
+    names = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "channel", "version")
+    r = {k: _text(record[k]) for k in names if record.get(k) is not None}
+    ns = r.get("checkpoint_ns", "")
+    try:
+        if table == "checkpoints":
+            return ("checkpoint", r["thread_id"], ns, r["checkpoint_id"])
+        if table in ("writes", "checkpoint_writes"):
+            return ("write", r["thread_id"], ns, r["checkpoint_id"], r["task_id"], r["channel"])
+        if table == "checkpoint_blobs":
+            return ("blob", r["thread_id"], ns, r["channel"], r["version"])
+    except KeyError:
+        return None
+    return None
+
+
+class SealedRows:
+    """The serde of a saver with ``encryption=``: rows stored in plaintext go through the
+    application serializer; a sealed value is opened with the saver's key against the
+    identity of the row it was read from, and the rewritten object sealed again to that
+    row under the same key."""
+
+    def __init__(self, inner: Serde, encryption: Any) -> None:
+        self.inner = inner
+        self.encryption = encryption
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.inner.dumps_typed(obj)  # type: ignore[no-any-return]
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.inner.loads_typed(data)
+
+    def open_row(self, table: str, record: dict[str, Any], blob: bytes) -> Any:
+        identity = _identity(table, record)
+        if identity is None:
+            raise ValueError(f"no row identity for a sealed value in {table}")
+        return self.encryption.open(self.inner, Sealed(blob), identity)
+
+    def reseal_row(self, table: str, record: dict[str, Any], blob: bytes, obj: Any) -> bytes:
+        identity = _identity(table, record)
+        assert identity is not None
+        return self.encryption.reseal(self.inner, obj, blob, identity)  # type: ignore[no-any-return]
+
+    def open_item(self, record: dict[str, Any], sealed: Any) -> Any:
+        ns = tuple(_text(record["prefix"]).split("."))
+        return self.encryption.open_store_value(ns, _text(record["key"]), sealed)
+
+    def reseal_item(self, record: dict[str, Any], sealed: Any, value: Any) -> Any:
+        ns = tuple(_text(record["prefix"]).split("."))
+        return self.encryption.reseal_store_value(ns, _text(record["key"]), value, sealed)
+
+
+def saver_serde(saver: Any) -> Serde:
+    """What a redaction decodes a saver's rows with: its serde, or with ``encryption=``
+    the application serializer and the saver's keys (:class:`SealedRows`)."""
+    encryption = getattr(saver, "encryption", None)
+    if encryption is None:
+        return saver.serde
+    return SealedRows(saver._plain_serde, encryption)
+
+
+def _sealed_item(v: Any) -> Any:
+    """A store value sealed by ``Encryption.wrap_store`` (its JSON object), or None."""
+    if isinstance(v, dict):
+        obj = v
+    else:
+        data = bytes(v) if isinstance(v, bytes | memoryview) else str(v).encode("utf-8", "replace")
+        if SEALED_VALUE_KEY.encode() not in data:
+            return None
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return None
+    return obj if isinstance(obj, dict) and set(obj) == {SEALED_VALUE_KEY} else None
 
 
 def rewrite(
@@ -266,6 +353,19 @@ def rewrite(
             kind = str(record["type"])
             if kind == "empty":
                 continue
+            if kind == SEALED_TYPE:
+                # Encrypted to its row (crypto-shredding): opened with the saver's key, or,
+                # without it (no encryption=, a shredded key), out of reach.
+                blob = bytes(v)
+                try:
+                    obj = serde.open_row(table, record, blob)
+                except Exception:
+                    blocked.append(col)
+                    continue
+                out = rw.value(obj)
+                if out is not obj:
+                    new["type"], new[col] = SEALED_TYPE, serde.reseal_row(table, record, blob, out)
+                continue
             if "+" not in kind and not _holds(rw, v):
                 # A plain serde format (msgpack, json, ...) stores every string as its
                 # UTF-8 or JSON text: no form in the bytes, no needle in the object. An
@@ -281,6 +381,17 @@ def rewrite(
             out = rw.value(obj)
             if out is not obj:
                 new["type"], new[col] = serde.dumps_typed(out)
+            continue
+        if table == "store" and col == "value" and (sealed := _sealed_item(v)) is not None:
+            try:
+                obj = serde.open_item(record, sealed)
+            except Exception:
+                blocked.append(col)
+                continue
+            out = rw.value(obj)
+            if out is not obj:
+                dumped = json.dumps(serde.reseal_item(record, sealed, out), ensure_ascii=False)
+                new[col] = dumped.encode("utf-8") if isinstance(v, bytes) else dumped
             continue
         if col in _JSON.get(table, ()):
             if not _holds(rw, v):  # JSON text: every string in one of the JSON forms
@@ -376,8 +487,9 @@ def _plan(
         exc.args = (
             "redaction refused, nothing was changed: a needle is where the saver's serde "
             "cannot rewrite it, or a value the serde cannot decode may hold one (a key "
-            "column, a value encrypted or compressed with another serde, a store item's "
-            "embedding): " + exc.args[0],
+            "column, a value encrypted or compressed with another serde, a value sealed "
+            "under a data key this saver does not have - no encryption=, or shredded - a "
+            "store item's embedding): " + exc.args[0],
         )
         raise exc
     return plans, checkpoints, rows

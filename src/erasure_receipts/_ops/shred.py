@@ -6,6 +6,10 @@ Nothing in the data database is deleted: its rows stay as ciphertext, in it and 
 backup of it. The pre-state is the key store's rows (the key and its thread bindings),
 read and deleted in one key-store transaction; the post-state re-measures them.
 
+A scope with rows stored in plaintext in the data database (not sealed: written before
+encryption and not migrated, or behind the saver's back) is refused before anything is
+destroyed: those rows would stay readable.
+
 Order: the statement is built and checked against the verifier's rules before the key is
 destroyed (a key is never destroyed for a receipt that could not verify); the key is
 then destroyed and the checks run; if signing or archiving then fails, the key is gone
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +33,7 @@ from .._backends.keys import (
     DestroyedKey,
     KeyStore,
 )
-from .._backends.sealing import Encryption
+from .._backends.sealing import SEALED_TYPE, SEALED_VALUE_KEY, Encryption
 from .._clock import format_time
 from .._engine.eraser import Eraser
 from .._engine.statement import sign_and_archive
@@ -38,6 +43,7 @@ from ..errors import (
     ErasureIncompleteError,
     MalformedReceiptError,
     NoDataKeyError,
+    PlaintextRowError,
     ReceiptSemanticsError,
 )
 from ..receipt import OUT_OF_SCOPE, Receipt, build_statement, validate_statement
@@ -197,6 +203,74 @@ def _check(st: dict[str, Any], *, residue: bool) -> None:
         ) from None
 
 
+PLAINTEXT_SHOWN = 5
+"""Plaintext rows named in a shred's refusal (then ``+N more``)."""
+
+
+def _rows(handle: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    if isinstance(handle, sqlite3.Connection):
+        return handle.execute(sql.replace("%s", "?"), params).fetchall()
+    return list(handle.query(sql, params))
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, memoryview):
+        v = bytes(v)
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def plaintext_rows(handle: Any, threads: list[str], namespaces: list[str]) -> list[str]:
+    """The rows of a shred's scope stored in plaintext in the data database (SQLite
+    connection or PostgreSQL session): checkpoints and pending writes of ``threads``
+    not sealed, store items of ``namespaces`` (dotted) whose value is not sealed. A key
+    destroyed over them would leave them readable."""
+    sqlite = isinstance(handle, sqlite3.Connection)
+    out: list[str] = []
+    if threads:
+        marks = ", ".join(["%s"] * len(threads))
+        tables = (("checkpoints", "checkpoint_id"), ("writes", "checkpoint_id")) if sqlite else (
+            ("checkpoint_blobs", "channel"), ("checkpoint_writes", "checkpoint_id"))  # fmt: skip
+        for table, col in tables:
+            sql = (f"SELECT thread_id, {col} FROM {table} WHERE thread_id IN ({marks}) "
+                   "AND coalesce(type, '') NOT IN (%s, 'empty') ORDER BY 1, 2")  # fmt: skip
+            out += [f"{table} thread {_text(t)!r} {col} {_text(c)!r}"
+                    for t, c in _rows(handle, sql, [*threads, SEALED_TYPE])]  # fmt: skip
+    if namespaces:
+        exists = (
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'store'"
+            if sqlite
+            else "SELECT CAST(to_regclass('store') IS NOT NULL AS int)"
+        )
+        if _rows(handle, exists, [])[0][0]:
+            marks = ", ".join(["%s"] * len(namespaces))
+            value = "value" if sqlite else "value::text"
+            sql = f"SELECT prefix, key, {value} FROM store WHERE prefix IN ({marks}) ORDER BY 1, 2"
+            for prefix, key, v in _rows(handle, sql, list(namespaces)):
+                try:
+                    obj = json.loads(_text(v))
+                except ValueError:
+                    obj = None
+                if not (isinstance(obj, dict) and set(obj) == {SEALED_VALUE_KEY}):
+                    out.append(f"store item {_text(prefix)!r}/{_text(key)!r}")
+    return out
+
+
+def _refuse_plaintext(eraser: Eraser, name: str, threads: list[str], namespaces: list[str]) -> None:
+    """Before the key is destroyed: refuse a scope with plaintext rows in the data
+    database (a shred would claim rows unreadable that are not)."""
+    found = eraser.db.run(plaintext_rows, threads, namespaces)
+    if not found:
+        return
+    shown = "; ".join(found[:PLAINTEXT_SHOWN])
+    more = f" (+{len(found) - PLAINTEXT_SHOWN} more)" if len(found) > PLAINTEXT_SHOWN else ""
+    raise PlaintextRowError(
+        f"shred of key {name!r} refused, nothing was destroyed: {len(found)} row(s) of its "
+        f"scope are stored in plaintext in the data database and would stay readable: "
+        f"{shown}{more}; seal them (receipt encrypt; store items through "
+        "Encryption.wrap_store) or erase them first"
+    )
+
+
 def key_to_shred(encryption: Encryption, *, subject: str | None, thread_id: str | None) -> str:
     """The key store name of the key a shred destroys; refuses what it cannot shred."""
     keys = encryption.keys
@@ -247,6 +321,7 @@ def shred(
     # are now (read without deleting).
     keys.unwrap_check(name)
     threads = keys.threads_of(name)
+    _refuse_plaintext(eraser, name, list(threads), list(keys.namespaces_of(name)))
     draft = DestroyedKey(
         name=name, key_id=b"\x00" * 16, threads=threads, wrapped_sha256="",
         key_row=(name, b"\x00" * 16, b"\x00", keys.wrapper.key_id, issued_at),

@@ -3,6 +3,7 @@
 the application serializer, sealed to its row, and written back in place, in one write
 transaction; then ``VACUUM`` (with ``secure_delete``) rewrites the file so no plaintext
 page survives in it. Copies of the file taken before (backups) keep the plaintext.
+Store items (table ``store``) are not sealed: they are counted and stay plaintext.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..sealing import SEALED_TYPE, Encryption
+from ..sealing import SEALED_TYPE, SEALED_VALUE_KEY, Encryption
 
 __all__ = ["Migrated", "encrypt_database"]
 
@@ -29,6 +30,10 @@ class Migrated:
     writes: int
     already_sealed: int
     threads: int
+    store_plaintext: int = 0
+    """Store items (table ``store``) left in plaintext: a migration seals checkpoints and
+    pending writes only; a shred does not make these unreadable (it refuses while a
+    shredded subject's store namespace holds one)."""
 
 
 def _config(thread_id: str, metadata: Any) -> RunnableConfig:
@@ -119,8 +124,18 @@ def encrypt_database(
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    store = 0
+    has_store = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store'"
+    if conn.execute(has_store).fetchone():
+        for (value,) in conn.execute("SELECT value FROM store"):
+            try:
+                obj = json.loads(value)
+            except (ValueError, TypeError):
+                obj = None
+            store += not (isinstance(obj, dict) and set(obj) == {SEALED_VALUE_KEY})
     if cps or ws:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("VACUUM")  # no page of the file keeps a plaintext copy
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return Migrated(checkpoints=cps, writes=ws, already_sealed=sealed_before, threads=len(threads))
+    return Migrated(checkpoints=cps, writes=ws, already_sealed=sealed_before,
+                    threads=len(threads), store_plaintext=store)  # fmt: skip

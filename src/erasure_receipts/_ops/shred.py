@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +32,8 @@ from .._backends.keys import (
     DestroyedKey,
     KeyStore,
 )
-from .._backends.sealing import SEALED_TYPE, SEALED_VALUE_KEY, Encryption
+from .._backends.plaintext import plaintext_rows
+from .._backends.sealing import Encryption
 from .._clock import format_time
 from .._engine.eraser import Eraser
 from .._engine.statement import sign_and_archive
@@ -205,54 +205,6 @@ def _check(st: dict[str, Any], *, residue: bool) -> None:
 
 PLAINTEXT_SHOWN = 5
 """Plaintext rows named in a shred's refusal (then ``+N more``)."""
-
-
-def _rows(handle: Any, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    if isinstance(handle, sqlite3.Connection):
-        return handle.execute(sql.replace("%s", "?"), params).fetchall()
-    return list(handle.query(sql, params))
-
-
-def _text(v: Any) -> str:
-    if isinstance(v, memoryview):
-        v = bytes(v)
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
-def plaintext_rows(handle: Any, threads: list[str], namespaces: list[str]) -> list[str]:
-    """The rows of a shred's scope stored in plaintext in the data database (SQLite
-    connection or PostgreSQL session): checkpoints and pending writes of ``threads``
-    not sealed, store items of ``namespaces`` (dotted) whose value is not sealed. A key
-    destroyed over them would leave them readable."""
-    sqlite = isinstance(handle, sqlite3.Connection)
-    out: list[str] = []
-    if threads:
-        marks = ", ".join(["%s"] * len(threads))
-        tables = (("checkpoints", "checkpoint_id"), ("writes", "checkpoint_id")) if sqlite else (
-            ("checkpoint_blobs", "channel"), ("checkpoint_writes", "checkpoint_id"))  # fmt: skip
-        for table, col in tables:
-            sql = (f"SELECT thread_id, {col} FROM {table} WHERE thread_id IN ({marks}) "
-                   "AND coalesce(type, '') NOT IN (%s, 'empty') ORDER BY 1, 2")  # fmt: skip
-            out += [f"{table} thread {_text(t)!r} {col} {_text(c)!r}"
-                    for t, c in _rows(handle, sql, [*threads, SEALED_TYPE])]  # fmt: skip
-    if namespaces:
-        exists = (
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'store'"
-            if sqlite
-            else "SELECT CAST(to_regclass('store') IS NOT NULL AS int)"
-        )
-        if _rows(handle, exists, [])[0][0]:
-            marks = ", ".join(["%s"] * len(namespaces))
-            value = "value" if sqlite else "value::text"
-            sql = f"SELECT prefix, key, {value} FROM store WHERE prefix IN ({marks}) ORDER BY 1, 2"
-            for prefix, key, v in _rows(handle, sql, list(namespaces)):
-                try:
-                    obj = json.loads(_text(v))
-                except ValueError:
-                    obj = None
-                if not (isinstance(obj, dict) and set(obj) == {SEALED_VALUE_KEY}):
-                    out.append(f"store item {_text(prefix)!r}/{_text(key)!r}")
-    return out
 
 
 def _refuse_plaintext(eraser: Eraser, name: str, threads: list[str], namespaces: list[str]) -> None:

@@ -61,7 +61,7 @@ CHECK_WORDS = {
     "inside the rewriting transaction",
     "checkpoints_kept": "as many checkpoints after the rewrite as before",
     "raw_needles_zero_after_commit": "no redacted value left in the raw rows after the commit",
-    "api_checkpoints_kept": "LangGraph's list returns as many checkpoints as before",
+    "api_checkpoints_kept": "LangGraph's list returns every checkpoint the redaction kept",
     "api_needles_zero": "LangGraph loads every checkpoint, and no redacted value is in it",
     "target_swept_after_commit": "the application's own data (targets) removed after the commit",
     "targets_kept": "the application's own data (targets) left untouched: the thread lives on",

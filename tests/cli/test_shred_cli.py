@@ -286,3 +286,36 @@ def test_cli_encrypt_leaves_store_items_plaintext_and_a_shred_refuses_them(
     assert "no longer decrypt" in res.stdout
     keys.close()
     sconn.close()
+
+
+def test_cli_shred_master_key_env(
+    app_db: Path, key: Path, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ks, mk, archive = tmp_path / "keys.sqlite", tmp_path / "master.key", tmp_path / "receipts"
+    base = ["shred", app_db, "--subject", "alice", "--keystore", ks, "--key", key,
+            "--archive", archive, "--master-key-env", "ERS_KEK"]  # fmt: skip
+    monkeypatch.delenv("ERS_KEK", raising=False)
+    one_error(cli(*base), 2, "environment variable ERS_KEK is not set")
+    monkeypatch.setenv("ERS_KEK", "")
+    one_error(cli(*base), 2, "environment variable ERS_KEK is not set")
+    monkeypatch.setenv("ERS_KEK", "not a key")
+    one_error(cli(*base), 3, "$ERS_KEK: not a key-encryption key")
+    one_error(cli(*base, "--master-key", mk), 2, "exactly one of --master-key FILE")
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        assert keys.has_key("subject:alice")  # none of these destroyed anything
+    assert not archive.exists() or not list(archive.iterdir())
+
+    monkeypatch.setenv("ERS_KEK", mk.read_text())
+    res = cli(*base, "--json")
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["threads"] == ["alice-1", "alice-2"]
+    verify_receipt(Path(doc["written_to"][0]), [signer.public_key])
+    with KeyStore(ks, LocalKeyWrapper.from_file(mk)) as keys:
+        assert not keys.has_key("subject:alice") and keys.has_key("subject:bob")
+        conn = sqlite3.connect(app_db, check_same_thread=False)
+        saver = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys))
+        with pytest.raises(KeyShreddedError):
+            saver.get_tuple(cfg("alice-2", None))
+        assert saver.get_tuple(cfg("bob-1", None)) is not None
+        conn.close()

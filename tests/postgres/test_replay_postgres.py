@@ -6,6 +6,7 @@ connections."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg import sql
+from typer.testing import CliRunner
 
 from erasure_receipts import (
     AsyncAttestingPostgresSaver,
@@ -26,6 +28,7 @@ from erasure_receipts import (
     Signer,
     verify_receipt,
 )
+from erasure_receipts.app import app
 from pg_helpers import connect, count, fingerprint
 from scenario import build_graph
 
@@ -146,3 +149,40 @@ def test_pg_async_replay(restored: dict[str, Any], signer: Signer) -> None:
     result = asyncio.run(main())
     assert result.ok and result.re_erased == 3
     assert rows(dsn, ALICE, *CAROL) == 0 and kept(dsn, DAVE) == restored["kept"]
+
+
+def test_cli_replay_with_a_dsn(restored: dict[str, Any], signer: Signer, tmp_path: Path) -> None:
+    """``receipt replay DSN --archive DIR --key K --verify-key PUB``: the same replay from
+    the command line, against the pg_restore'd database."""
+    dsn, archive = restored["dsn"], restored["archive"]
+    key, pub = tmp_path / "k.pem", tmp_path / "pub.pem"
+    key.write_bytes(signer.private_pem())
+    key.chmod(0o600)
+    pub.write_bytes(signer.public_pem())
+    common = [dsn, "--archive", str(archive), "--key", str(key), "--verify-key", str(pub)]
+    files = sorted(p.name for p in archive.iterdir())
+
+    dry = CliRunner().invoke(app, ["replay", *common, "--dry-run", "--json"])
+    assert dry.exit_code == 0, (dry.stdout, dry.stderr)
+    assert json.loads(dry.stdout)["reappeared"] == 3 and rows(dsn, ALICE) > 0
+    assert sorted(p.name for p in archive.iterdir()) == files
+
+    res = CliRunner().invoke(app, ["replay", *common])
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    assert "3 re-erased" in res.stdout and "0 failed" in res.stdout
+    assert rows(dsn, ALICE, *CAROL) == 0 and kept(dsn, DAVE) == restored["kept"]
+    assert tombstoned(dsn, ALICE) and all(tombstoned(dsn, t) for t in CAROL)
+    assert fingerprint(dsn, "checkpoints", "thread_id = %s", (BOB,)) == restored["bob"]
+    new = [p for p in archive.iterdir() if p.name not in files]
+    assert len(new) == 3
+    replay_of = set()
+    for p in new:
+        v = verify_receipt(p.read_bytes(), [signer.public_key])
+        assert v.statement["predicate"]["backend"]["kind"] == "postgres"
+        replay_of.add(v.statement["predicate"]["replay_of"])
+    assert replay_of == {r.receipt_id for r in restored["originals"].values()}
+
+    again = CliRunner().invoke(app, ["replay", *common, "--json"])
+    assert again.exit_code == 0, (again.stdout, again.stderr)
+    doc = json.loads(again.stdout)
+    assert (doc["re_erased"], doc["postdated"]) == (0, 3)

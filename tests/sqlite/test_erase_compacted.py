@@ -187,3 +187,56 @@ def test_writes_saved_after_their_checkpoint_are_handled_at_once(
         latest = a.get_state(cfg(T)).config
         saver.put_writes(latest, [("messages", [RemoveMessage(id="y")])], "next-task")
         assert len(saver.journal_receipts(T)) == 1
+
+
+def test_redact_an_agent_thread_saved_without_erase_compacted(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The same agent thread on a saver without ``erase_compacted=``: every snapshot before
+    the summary keeps the marker, until ``redact`` rewrites it out of all of them."""
+    from test_redact_sqlite import raw_rows, rows_holding
+
+    db, archive, other = tmp_path / "agent.db", tmp_path / "receipts", "other-agent"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        a = agent(saver)
+        for i in range(TURNS):
+            a.invoke(turn(i), cfg(T))
+        for i in range(3):  # another thread holding the same marker
+            a.invoke(turn(i), cfg(other))
+        assert MARKER not in repr(a.get_state(cfg(T)).values)  # summarized away ...
+        assert rows_holding(db, MARKER, T) > 0  # ... but the earlier snapshots keep it
+        other_before = raw_rows(db, other)
+        before = [s.config["configurable"]["checkpoint_id"] for s in a.get_state_history(cfg(T))]
+        assert list(archive.glob("*.json")) == []  # no policy ran
+
+        receipt = saver.redact(T, [MARKER])
+
+        history = list(a.get_state_history(cfg(T)))
+        assert [s.config["configurable"]["checkpoint_id"] for s in history] == before
+        assert all(MARKER not in repr(s.values) for s in history)
+        assert all(MARKER not in repr(s.tasks) for s in history)
+        assert rows_holding(db, MARKER, T) == 0  # raw bytes of checkpoints and writes
+        assert rows_holding(db, "[redacted]", T) > 0
+        assert raw_rows(db, other) == other_before  # byte-identical, marker and all
+        assert rows_holding(db, MARKER, other) > 0
+        # A fork from the oldest checkpoint (the input, before turn one ran) runs again
+        # from the redacted input.
+        oldest = history[-1]
+        assert oldest.metadata is not None and oldest.metadata["step"] == -1
+        forked = a.invoke(None, oldest.config)
+        assert contents(forked)[0] == "my card is [redacted], turn 0"
+        assert MARKER not in repr(forked)
+        assert len(list(a.get_state_history(cfg(T)))) > len(before)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_id IN "
+            f"({', '.join('?' * len(before))})", [T, *before]
+        ).fetchone()[0] == len(before)  # fmt: skip
+    conn.close()
+    v = verify_receipt(receipt.to_json(), [signer.public_key])
+    p = v.statement["predicate"]
+    assert p["kind"] == "redaction" and p["scope"]["thread_id"] == T
+    assert p["redaction"]["checkpoints_before"] == p["redaction"]["checkpoints_after"]
+    assert p["redaction"]["checkpoints_before"] == len(before)
+    assert [json.loads(f.read_bytes())["statement"]["predicate"]["receipt_id"]
+            for f in archive.glob("*.json")] == [receipt.receipt_id]  # fmt: skip

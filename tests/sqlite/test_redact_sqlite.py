@@ -382,3 +382,159 @@ def test_a_concurrent_writer_on_another_thread(tmp_path: Path, signer: Signer) -
     assert rows_holding(db, CARD) == 0
     assert rows_holding(db, "[redacted]", thread=OTHER) == 0  # the other thread untouched
     assert rows_holding(db, BOB_SECRET, thread=OTHER) > 0
+
+
+# A plain LangGraph writer in another process: reads a checkpoint of the thread (argv[3]
+# "latest", or "stale": an old one holding the card, as a run that read the thread before
+# the redaction), says so, then puts a new checkpoint to the same thread.
+SAME_THREAD_WRITER = r"""
+import sqlite3, sys
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+db, thread, which, card = sys.argv[1:5]
+saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False, timeout=60))
+config = {"configurable": {"thread_id": thread}}
+if which == "latest":
+    parent = saver.get_tuple(config)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": ["a late write after the redaction"]}
+else:
+    parent = next(t for t in saver.list(config) if card in repr(t.checkpoint))
+    checkpoint = {**parent.checkpoint, "id": empty_checkpoint()["id"]}
+print("writing", flush=True)
+new = saver.put(parent.config, checkpoint, {"source": "update", "step": 99}, {})
+print("written", new["configurable"]["checkpoint_id"], flush=True)
+"""
+
+
+def redact_while_writing(db: Path, signer: Signer, which: str) -> tuple[dict[str, Any], str]:
+    """``redact(T, [CARD])`` paused inside its transaction (rows rewritten, not committed)
+    while SAME_THREAD_WRITER puts to T; the writer must still be waiting a second later.
+    After the commit the redaction's checks wait until the writer has landed. Returns
+    ``{"receipt" | "error": ...}`` and the late checkpoint's id."""
+    import subprocess
+    import sys
+    import threading
+
+    from faults import FaultyProxy, faulty
+
+    ids = checkpoint_ids(db)
+    entered, resume = threading.Event(), threading.Event()
+    out: dict[str, Any] = {}
+    procs: list[subprocess.Popen[str]] = []
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        real_db = saver._eraser.db
+
+        def pausing_backend(*args: Any) -> Any:
+            def write_journal(*a: Any, **kw: Any) -> None:
+                entered.set()  # the rows are rewritten, the transaction not committed
+                assert resume.wait(60)
+                backend.write_journal(*a, **kw)
+
+            def reduce_residue() -> Any:  # committed: the held-off writer lands now
+                procs[0].wait(60)
+                return backend.reduce_residue()
+
+            backend = real_db.backend(*args)
+            return FaultyProxy(
+                backend, {"write_journal": write_journal, "reduce_residue": reduce_residue}
+            )
+
+        def run() -> None:
+            try:
+                with faulty(saver, db_backend=pausing_backend):
+                    out["receipt"] = saver.redact(T, [CARD])
+            except BaseException as exc:
+                out["error"] = exc
+                entered.set()
+
+        redaction = threading.Thread(target=run)
+        redaction.start()
+        try:
+            assert entered.wait(60) and "error" not in out, out
+            writer = subprocess.Popen(
+                [sys.executable, "-c", SAME_THREAD_WRITER, str(db), T, which, CARD],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            procs.append(writer)
+            assert writer.stdout is not None
+            assert writer.stdout.readline().strip() == "writing"
+            with pytest.raises(subprocess.TimeoutExpired):
+                writer.wait(timeout=1.0)  # held off while the redaction is open
+            assert checkpoint_ids(db) == ids
+        finally:
+            resume.set()
+            redaction.join(60)
+    stdout, stderr = writer.communicate(timeout=60)
+    assert writer.returncode == 0, stderr
+    return out, stdout.split()[-1]
+
+
+def late_blob(db: Path, checkpoint_id: str) -> bytes:
+    with sqlite3.connect(db) as conn:
+        (blob,) = conn.execute(
+            "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
+            (T, checkpoint_id),
+        ).fetchone()
+    conn.close()
+    return bytes(blob)
+
+
+def test_a_writer_on_the_same_thread_waits_for_the_redaction(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The redaction holds the thread's writers off (SQLite ``BEGIN IMMEDIATE``): a put to
+    the same thread from another process while the redaction's transaction is open waits,
+    then lands after the commit - present, not rewritten, and not in the receipt. It lands
+    before the redaction's checks after the commit: a checkpoint written after the commit
+    is not one the redaction failed to keep."""
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    ids, before = checkpoint_ids(db), leaf_map(db)
+    out, late_id = redact_while_writing(db, signer, "latest")
+    assert "error" not in out, out.get("error")
+    # The late checkpoint is there (nothing lost), after every redacted one, as written.
+    assert checkpoint_ids(db) == sorted([*ids, ("", late_id)])
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        history = [s.config["configurable"]["checkpoint_id"]
+                   for s in chat_graph(saver).get_state_history(cfg(T))]  # fmt: skip
+    assert history[0] == late_id and len(history) == len(ids) + 1
+    blob = late_blob(db, late_id)
+    assert b"a late write after the redaction" in blob and b"[redacted]" not in blob
+    assert rows_holding(db, CARD) == 0  # nothing half-redacted
+    # The receipt covers exactly the rows it rewrote: the late row is in neither digest.
+    receipt = out["receipt"]
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    p = receipt.predicate
+    assert p["redaction"]["checkpoints_before"] == p["redaction"]["checkpoints_after"] == len(ids)
+    assert {c["name"]: c["result"] for c in p["checks"]}["api_checkpoints_kept"] == "pass"
+    after = leaf_map(db)
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert ("checkpoints", T, "", late_id) in after and len(after) == len(before) + 1
+    assert len(changed) == p["pre_state"]["leaves"] == p["post_state"]["leaves"]
+    assert tree_of(before, changed) == p["pre_state"]["digest"]["sha256"]
+    assert tree_of(after, changed) == p["post_state"]["digest"]["sha256"]
+
+
+def test_a_held_off_writer_that_writes_the_needle_again_is_reported(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """A run that read the thread before the redaction and puts after it writes the card
+    back: the redaction (committed) says so instead of returning a receipt, the late
+    checkpoint is kept as written, and a second redaction removes it."""
+    from erasure_receipts import ErasureIncompleteError
+
+    db = tmp_path / "chat.db"
+    chat(db, signer, tmp_path)
+    ids = checkpoint_ids(db)
+    out, late_id = redact_while_writing(db, signer, "stale")
+    assert "receipt" not in out and isinstance(out["error"], ErasureIncompleteError)
+    assert "a needle was written to the thread again meanwhile" in str(out["error"])
+    assert checkpoint_ids(db) == sorted([*ids, ("", late_id)])  # nothing lost
+    assert rows_holding(db, CARD) == 1 and CARD.encode() in late_blob(db, late_id)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer) as saver:
+        receipt = saver.redact(T, [CARD])
+    verify_receipt(receipt.to_json(), [signer.public_key])
+    assert receipt.predicate["pre_state"]["leaves"] == 1  # the late row only
+    assert rows_holding(db, CARD) == 0

@@ -357,3 +357,77 @@ def test_namespace_erasure_replays(tmp_path: Path, signer: Signer) -> None:
     again = saver.replay_erasures(archive)
     saver.conn.close()
     assert again.ok and again.re_erased == 0
+
+
+def never_had(tmp_path: Path, signer: Signer, **erase: Any) -> tuple[Path, Path, Any]:
+    """A backup taken before alice's thread existed (bob only); alice then talks and is
+    erased (``erase`` passed to ``erase_thread``); the backup restored: alice has no
+    rows, no tombstone and no journal entry."""
+    db, archive, copy = tmp_path / "app.db", tmp_path / "receipts", tmp_path / "backup.db"
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as s:
+        graph = build_graph(s, None)  # type: ignore[arg-type]
+        talk(graph, BOB, "hello from bob")
+        backup(db, copy)
+        talk(graph, ALICE, "my SSN is 078-05-1120")
+        original = s.erase_thread(ALICE, **erase)
+    restore(copy, db)
+    assert thread_rows(db, ALICE) == 0 and not tombstoned(db, ALICE)
+    return db, archive, original
+
+
+def test_a_scope_still_empty_is_counted_and_not_attested_again(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db, archive, original = never_had(tmp_path, signer, tombstone=False)
+    files = sorted(p.name for p in archive.iterdir())
+    bob = rows(db, "checkpoints", "thread_id = ?", (BOB,))
+    saver = open_saver(db, signer, archive)
+    result = saver.replay_erasures(archive)
+    journal = rows(db, "erasure_journal", "1 = 1")
+    saver.conn.close()
+    assert result.ok and result.checked == 1 and result.receipts == []
+    [scope] = result.scopes
+    assert (scope.outcome, scope.scope, scope.receipt_id) == (
+        "still_empty", ALICE, original.receipt_id)  # fmt: skip
+    assert scope.new_receipt_id is None and scope.rows == 0
+    doc = result.to_json()
+    assert (doc["still_empty"], doc["retombstoned"], doc["reappeared"], doc["re_erased"]) == (
+        1, 0, 0, 0)  # fmt: skip
+    # Nothing attested, journaled, archived or tombstoned; the bystander untouched.
+    assert sorted(p.name for p in archive.iterdir()) == files
+    assert journal == [] and not tombstoned(db, ALICE)
+    assert rows(db, "checkpoints", "thread_id = ?", (BOB,)) == bob
+
+
+def test_a_lost_tombstone_is_put_back_by_an_attested_empty_erasure(
+    tmp_path: Path, signer: Signer
+) -> None:
+    db, archive, original = never_had(tmp_path, signer)
+    assert original.predicate["scope"]["tombstone"] is True
+    saver = open_saver(db, signer, archive)
+    dry = saver.replay_erasures(archive, dry_run=True)
+    assert [s.outcome for s in dry.scopes] == ["retombstoned"] and dry.receipts == []
+    assert not tombstoned(db, ALICE)  # a dry run puts nothing back
+
+    result = saver.replay_erasures(archive)
+    assert result.ok and result.checked == 1
+    [scope] = result.scopes
+    assert (scope.outcome, scope.rows) == ("retombstoned", 0)
+    doc = result.to_json()
+    assert (doc["still_empty"], doc["retombstoned"], doc["reappeared"], doc["re_erased"]) == (
+        1, 1, 0, 0)  # fmt: skip
+    # The tombstone row exists again, and exactly one new receipt names the original.
+    assert tombstoned(db, ALICE) and saver.is_erased(ALICE)
+    [new] = result.receipts
+    assert scope.new_receipt_id == new.receipt_id
+    replays = [p for p in archive.glob("*.json") if "replay_of" in p.read_text()]
+    assert [p.name for p in replays] == [f"{new.receipt_id}.json"]
+    v = verify_receipt(replays[0].read_bytes(), [signer.public_key])
+    p = v.statement["predicate"]
+    assert p["replay_of"] == original.receipt_id and p["kind"] == "thread"
+    assert p["scope"]["thread_id"] == ALICE and p["scope"]["tombstone"] is True
+    assert p["pre_state"]["leaves"] == 0  # an empty erasure, attested
+    # A second replay: the journal now holds the replay's receipt.
+    again = saver.replay_erasures(archive)
+    saver.conn.close()
+    assert again.ok and again.receipts == [] and again.count("postdated") == 1

@@ -463,3 +463,148 @@ def test_a_plaintext_row_in_the_subjects_threads_refuses_the_shred(
     conn.execute("DELETE FROM writes WHERE task_id = 'plain-task'")
     conn.commit()
     verify_receipt(saver.shred_subject("alice"), [signer.public_key])
+
+
+# -- key sources: an environment variable, a wrapper of the application's own --------------
+
+
+def test_local_key_wrapper_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+
+    from erasure_receipts import InputError
+
+    from_file = LocalKeyWrapper.generate(tmp_path / "master.key")
+    monkeypatch.setenv("ERS_TEST_KEK", (tmp_path / "master.key").read_text())
+    from_env = LocalKeyWrapper.from_env("ERS_TEST_KEK")
+    assert from_env.key_id == from_file.key_id
+    wrapped = from_file.wrap(b"k" * 32, b"ctx")
+    assert from_env.unwrap(wrapped, b"ctx") == b"k" * 32
+    # A key store written under the file's key reads under the variable's.
+    with KeyStore(tmp_path / "keys.sqlite", from_file) as keys:
+        key_id, data_key = keys.key_for_thread("t", "alice")
+    with KeyStore(tmp_path / "keys.sqlite", from_env) as keys:
+        assert keys.key_by_id(key_id) == ("subject:alice", data_key)
+
+    monkeypatch.delenv("ERS_TEST_KEK")
+    with pytest.raises(ConfigurationError, match="environment variable ERS_TEST_KEK is not set"):
+        LocalKeyWrapper.from_env("ERS_TEST_KEK")
+    prefix = "erasure-receipts-kek-v1:"
+    for value, message in (
+        ("not a key", r"\$ERS_TEST_KEK: not a key-encryption key"),
+        (prefix + "!!not base64!!", r"\$ERS_TEST_KEK: the key-encryption key is not base64"),
+        (prefix + base64.b64encode(bytes(16)).decode(), "is not 32 bytes"),
+    ):
+        monkeypatch.setenv("ERS_TEST_KEK", value)
+        with pytest.raises(InputError, match=message):
+            LocalKeyWrapper.from_env("ERS_TEST_KEK")
+
+
+class KmsWrapper:
+    """A key-encryption key the application keeps itself (as an external KMS would):
+    AES-256-GCM under its own key, counting its calls."""
+
+    def __init__(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._aead = AESGCM(key)
+        self._id = "kms-" + hashlib.sha256(key).hexdigest()[:12]
+        self.wraps = self.unwraps = 0
+
+    @property
+    def key_id(self) -> str:
+        return self._id
+
+    def wrap(self, data_key: bytes, context: bytes) -> bytes:
+        import os
+
+        self.wraps += 1
+        nonce = os.urandom(12)
+        return nonce + self._aead.encrypt(nonce, data_key, b"kms\x00" + context)
+
+    def unwrap(self, wrapped: bytes, context: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
+        from erasure_receipts import CiphertextRejectedError
+
+        self.unwraps += 1
+        try:
+            return self._aead.decrypt(wrapped[:12], wrapped[12:], b"kms\x00" + context)
+        except InvalidTag:
+            raise CiphertextRejectedError("the KMS refuses this data key") from None
+
+
+def test_a_custom_key_wrapper_end_to_end(tmp_path: Path, signer: Signer) -> None:
+    from erasure_receipts import CiphertextRejectedError, KeyWrapper
+
+    kms = KmsWrapper(bytes(range(32)))
+    assert isinstance(kms, KeyWrapper)
+    keys = KeyStore(tmp_path / "keys.sqlite", kms)
+    db = tmp_path / "data.sqlite"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    saver = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(keys))
+    graph = build(saver)
+    for thread, user in THREADS[:3]:
+        graph.invoke({"messages": [HumanMessage(content=f"{MARKER} {thread}")]}, cfg(thread, user))
+    assert kms.wraps == 2  # one data key per subject, wrapped by the KMS
+    with sqlite3.connect(tmp_path / "keys.sqlite") as k:
+        assert {r[0] for r in k.execute("SELECT kek_id FROM erasure_data_keys")} == {kms.key_id}
+    k.close()
+    assert MARKER.encode() not in raw_bytes(db)
+
+    receipt = saver.shred_subject("alice")
+    verify_receipt(receipt, [signer.public_key])
+    assert receipt.predicate["scope"]["threads"] == ["alice-1", "alice-2"]
+    conn.close()
+    keys.close()
+
+    # Everything the application still has (the KMS, the key store): alice's rows do not
+    # decrypt, bob's do; under another KMS key no data key unwraps at all.
+    for wrapper, alice_error in ((kms, KeyShreddedError), (KmsWrapper(bytes(32)), None)):
+        with KeyStore(tmp_path / "keys.sqlite", wrapper) as again:
+            conn = sqlite3.connect(db, check_same_thread=False)
+            reader = AttestingSqliteSaver(conn, signer=signer, encryption=Encryption(again))
+            if alice_error is None:
+                with pytest.raises(CiphertextRejectedError, match="the KMS refuses"):
+                    reader.get_tuple(cfg("bob-1", None))
+            else:
+                for t in ("alice-1", "alice-2"):
+                    with pytest.raises(alice_error):
+                        reader.get_tuple(cfg(t, None))
+                tup = reader.get_tuple(cfg("bob-1", None))
+                assert tup is not None and MARKER in str(tup.checkpoint["channel_values"])
+            conn.close()
+    assert kms.unwraps > 0
+
+
+def test_a_custom_subject_of(tmp_path: Path, signer: Signer) -> None:
+    keys = KeyStore(tmp_path / "keys.sqlite", LocalKeyWrapper.generate(tmp_path / "master.key"))
+
+    def tenant_user(config: Any) -> str | None:
+        return (config.get("configurable") or {}).get("tenant_user")
+
+    db = tmp_path / "data.sqlite"
+    conn = sqlite3.connect(db, check_same_thread=False)
+    saver = AttestingSqliteSaver(
+        conn, signer=signer, encryption=Encryption(keys, subject_of=tenant_user)
+    )
+    graph = build(saver)
+    configs = {
+        "t-1": {"thread_id": "t-1", "tenant_user": "alice"},
+        "t-2": {"thread_id": "t-2", "tenant_user": "alice", "user_id": "bob"},
+        "t-3": {"thread_id": "t-3", "user_id": "alice"},  # the default's key: ignored
+    }
+    for c in configs.values():
+        graph.invoke({"messages": [HumanMessage(content=MARKER)]}, {"configurable": c})
+    assert keys.name_of_thread("t-1") == keys.name_of_thread("t-2") == "subject:alice"
+    assert keys.name_of_thread("t-3") == "thread:t-3"
+    assert not keys.has_key("subject:bob")
+
+    receipt = saver.shred_subject("alice")
+    verify_receipt(receipt, [signer.public_key])
+    assert receipt.predicate["scope"]["threads"] == ["t-1", "t-2"]
+    for t in ("t-1", "t-2"):
+        with pytest.raises(KeyShreddedError):
+            saver.get_tuple(cfg(t, None))
+    assert saver.get_tuple(cfg("t-3", None)) is not None
+    conn.close()
+    keys.close()

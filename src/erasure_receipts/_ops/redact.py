@@ -454,18 +454,21 @@ def _location(table: str, record: dict[str, Any], keys: Sequence[str], col: str)
 
 def _plan(
     parts: Sequence[Rewritable], request: ErasureRequest, rw: _Rewriter, serde: Serde
-) -> tuple[list[_Plan], int, int]:
-    """Read every row in scope once: what to rewrite, the thread's checkpoint count and
-    its row count; a needle out of the serde's reach refuses with its locations."""
+) -> tuple[list[_Plan], set[tuple[str, str]], int]:
+    """Read every row in scope once: what to rewrite, the thread's checkpoints
+    ``(checkpoint_ns, checkpoint_id)`` and its row count; a needle out of the serde's
+    reach refuses with its locations."""
     plans, blocked = [], []
-    checkpoints = rows = 0
+    checkpoints: set[tuple[str, str]] = set()
+    rows = 0
     vectors: set[tuple[Any, Any]] = set()
     for part in parts:
         keys = part.key_columns()
         plan = _Plan(part, [], [])
         for rec in part.records():
             rows += part.group == "checkpoints"
-            checkpoints += part.table == "checkpoints"
+            if part.table == "checkpoints":
+                checkpoints.add(_checkpoint_key(rec))
             if part.table in _SKIP:
                 vectors.add((rec.get("prefix"), rec.get("key")))
                 continue
@@ -493,6 +496,15 @@ def _plan(
         )
         raise exc
     return plans, checkpoints, rows
+
+
+def _checkpoint_key(record: dict[str, Any]) -> tuple[str, str]:
+    """A checkpoint row's ``(checkpoint_ns, checkpoint_id)``, as LangGraph's config has it."""
+    ns, cid = record["checkpoint_ns"], record["checkpoint_id"]
+    return (
+        ns.decode() if isinstance(ns, bytes) else str(ns),
+        cid.decode() if isinstance(cid, bytes) else str(cid),
+    )
 
 
 def _measure(plans: Sequence[_Plan]) -> tuple[bytes, dict[str, TableCount]]:
@@ -524,7 +536,7 @@ def _parts(backend: ErasureBackend) -> list[Rewritable]:
 def _phase_one(
     handle: Any, er: Eraser, request: ErasureRequest, rw: _Rewriter, serde: Serde,
     residue_scan: ResidueScan,
-) -> tuple[RowsOutcome, set[str]]:  # fmt: skip
+) -> tuple[RowsOutcome, set[tuple[str, str]]]:  # fmt: skip
     clock: Callable[[], Any] = er.clock or utc_now
     backend = er.backend(handle, request, residue_scan)
     parts = _parts(backend)
@@ -542,7 +554,8 @@ def _phase_one(
             receipt_id = str(uuid.uuid4())
             backend.lease_entry(receipt_id)
             issued_at = format_time(clock())
-            plans, before, rows = _plan(parts, request, rw, serde)
+            plans, kept, rows = _plan(parts, request, rw, serde)
+            before = len(kept)
             if not rows:
                 exc = NothingToEraseError(request.journal_id, backend.previous_erasure())
                 if exc.previous_receipt_id is None:
@@ -629,13 +642,17 @@ def _phase_one(
     )  # fmt: skip
     log.info("redacted %s: %d row(s) rewritten, receipt %s", request.label,
              sum(t.rows for t in pre_tables.values()), receipt_id)  # fmt: skip
-    return outcome, backend.checkpoint_namespaces
+    return outcome, kept
 
 
-def _read_back(er: Eraser, request: ErasureRequest, before: int, rw: _Rewriter) -> list[Any]:
+def _read_back(
+    er: Eraser, request: ErasureRequest, kept: set[tuple[str, str]], rw: _Rewriter
+) -> list[Any]:
     """LangGraph's own API: ``list`` loads every checkpoint of the thread (with its
-    metadata and pending writes), as many as before, none holding a needle; ``get_tuple``
-    loads the latest."""
+    metadata and pending writes), each one the redaction kept among them, none holding a
+    needle; ``get_tuple`` loads the latest. A checkpoint a writer held off by the
+    redaction put after its commit is listed too: loaded and searched, not counted as
+    one the redaction failed to keep."""
     token = API_CHECK.set(True)
     try:
         config = {"configurable": {"thread_id": request.thread_id}}
@@ -649,9 +666,11 @@ def _read_back(er: Eraser, request: ErasureRequest, before: int, rw: _Rewriter) 
         found += latest is None or rw.contains(latest.checkpoint)
     finally:
         API_CHECK.reset(token)
+    ids = {(str(t.config["configurable"].get("checkpoint_ns", "")),
+            str(t.config["configurable"]["checkpoint_id"])) for t in listed}  # fmt: skip
     return [
-        ("api_checkpoints_kept", abs(len(listed) - before),
-         f"list returns the thread's {len(listed)} checkpoint(s), as before the redaction"),
+        ("api_checkpoints_kept", len(kept - ids),
+         f"list returns each of the thread's {len(kept)} checkpoint(s) of the redaction"),
         ("api_needles_zero", found,
          "list loads every checkpoint, get_tuple the latest; no needle in a checkpoint, "
          "its metadata or pending writes"),
@@ -666,10 +685,9 @@ def redact(
     rw = _Rewriter(_pairs(request.needles), replacement)
     with lease.owner_scope(er._release_lease) as leases:
         phase_one = lease.bind(leases, _phase_one)
-        outcome, _ = er.db.run(phase_one, er, request, rw, serde, residue_scan)
+        outcome, kept = er.db.run(phase_one, er, request, rw, serde, residue_scan)
         try:
-            before = outcome.members["redaction"]["checkpoints_before"]
-            api = _read_back(er, request, before, rw)
+            api = _read_back(er, request, kept, rw)
             statement = er._statement_of(outcome, api)
             statement = er.db.run(er.journal.record_statement, outcome.receipt_id, statement)
         except Exception as exc:

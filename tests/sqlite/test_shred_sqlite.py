@@ -471,7 +471,7 @@ def test_a_plaintext_row_in_the_subjects_threads_refuses_the_shred(
 def test_local_key_wrapper_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import base64
 
-    from erasure_receipts import InputError
+    from erasure_receipts.errors import KeyFormatError
 
     from_file = LocalKeyWrapper.generate(tmp_path / "master.key")
     monkeypatch.setenv("ERS_TEST_KEK", (tmp_path / "master.key").read_text())
@@ -495,7 +495,7 @@ def test_local_key_wrapper_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         (prefix + base64.b64encode(bytes(16)).decode(), "is not 32 bytes"),
     ):
         monkeypatch.setenv("ERS_TEST_KEK", value)
-        with pytest.raises(InputError, match=message):
+        with pytest.raises(KeyFormatError, match=message):
             LocalKeyWrapper.from_env("ERS_TEST_KEK")
 
 

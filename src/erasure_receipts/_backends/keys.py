@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..errors import CiphertextRejectedError, ConfigurationError, InputError
+from ..errors import CiphertextRejectedError, ConfigurationError, InputError, KeyFormatError
 
 __all__ = [
     "DestroyedKey",
@@ -84,13 +84,13 @@ class LocalKeyWrapper:
     def _parse(text: str, where: str) -> LocalKeyWrapper:
         text = text.strip()
         if not text.startswith(_KEK_PREFIX):
-            raise InputError(f"{where}: not a key-encryption key (expected {_KEK_PREFIX}...)")
+            raise KeyFormatError(f"{where}: not a key-encryption key (expected {_KEK_PREFIX}...)")
         try:
             key = base64.b64decode(text[len(_KEK_PREFIX) :], validate=True)
         except ValueError:
-            raise InputError(f"{where}: the key-encryption key is not base64") from None
+            raise KeyFormatError(f"{where}: the key-encryption key is not base64") from None
         if len(key) != 32:
-            raise InputError(f"{where}: the key-encryption key is not 32 bytes")
+            raise KeyFormatError(f"{where}: the key-encryption key is not 32 bytes")
         return LocalKeyWrapper(key)
 
     @classmethod

@@ -19,6 +19,7 @@ from ..errors import (
     ErasureIncompleteError,
     Error,
     InputError,
+    KeyFormatError,
     NothingToEraseError,
 )
 from ..verify import _display
@@ -150,7 +151,7 @@ def _mapped_errors(db: Path | str) -> Iterator[None]:
              previous_receipt_id=exc.previous_receipt_id)  # fmt: skip
     except InputError as exc:  # NotALangGraphDatabaseError included
         _die(exc.message, EXIT_IO, reason=exc.reason)
-    except ConfigurationError as exc:
+    except (ConfigurationError, KeyFormatError) as exc:  # a malformed key is a usage error
         _die(exc.message, EXIT_USAGE, reason=exc.reason)
     except ErasureIncompleteError as exc:
         _die(f"[{exc.reason}] {exc.message}", EXIT_INVALID, reason=exc.reason,

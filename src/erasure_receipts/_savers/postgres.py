@@ -44,7 +44,7 @@ from psycopg.rows import dict_row
 
 from .. import __version__
 from .._backends import postgres as pg_backend
-from .._backends.keys import KEY_STORE_TABLE
+from .._backends.keys import KEY_STORE_TABLES_SQL, postgres_tokens
 from .._backends.postgres import (
     AsyncBridgeSession,
     PostgresBackend,
@@ -265,11 +265,6 @@ def _swept_store_residue(store: Any, parts: Sequence[Part]) -> list[dict[str, An
 
 # -- encryption (erasure_receipts.shredding): the parent's row hooks, sealed ------------
 
-_KEY_STORE_TABLES_SQL = (
-    "SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables "
-    f"WHERE tablename = '{KEY_STORE_TABLE}'"
-)
-
 
 class _Boxed:
     """A primitive channel value kept out of the checkpoint's JSON (where the parent
@@ -294,12 +289,7 @@ def _check_key_store(saver: Any, conn: Any) -> None:
     """Refuse a key store that is this saver's own database (its token is here)."""
     if saver.encryption is None or saver._key_store_checked:
         return
-    seen: list[str] = []
-    for row in conn.execute(_KEY_STORE_TABLES_SQL).fetchall():
-        table = row["t"] if isinstance(row, dict) else row[0]
-        for r in conn.execute(f"SELECT token FROM {table}").fetchall():  # format('%I.%I') quoted it
-            seen.append(str(r["token"] if isinstance(r, dict) else r[0]))
-    saver.encryption.keys.refuse_tokens(seen, "the saver's PostgreSQL database")
+    saver.encryption.keys.refuse_tokens(postgres_tokens(conn), "the saver's PostgreSQL database")
     saver._key_store_checked = True
 
 
@@ -687,7 +677,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         if self.encryption is None or self._key_store_checked:
             return
         async with _pg_ainternal.get_connection(self.conn) as conn:
-            cur = await conn.execute(_KEY_STORE_TABLES_SQL)
+            cur = await conn.execute(KEY_STORE_TABLES_SQL)
             tables = [r["t"] for r in await cur.fetchall()]
             seen = []
             for t in tables:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ._backends.keys import DestroyedKey, KeyStore, KeyWrapper, LocalKeyWrapper
-from ._backends.sealing import SEALED_TYPE, Encryption, default_subject_of
+from ._backends.sealing import SEALED_TYPE, Encryption, Migrated, default_subject_of
 from ._backends.sqlite import database_path, has_checkpoints_table
-from ._backends.sqlite.encrypt import Migrated, encrypt_database
+from ._backends.sqlite.encrypt import encrypt_database
 from .errors import NotALangGraphDatabaseError
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "LocalKeyWrapper",
     "Migrated",
     "default_subject_of",
+    "encrypt_postgres_database",
     "encrypt_sqlite_database",
 ]
 
@@ -68,6 +70,57 @@ def encrypt_sqlite_database(
             )
         encryption.keys.check_not_database(sqlite_path=path)
         return encrypt_database(conn, encryption, serde or JsonPlusSerializer(), progress=progress)
+    finally:
+        if own:
+            conn.close()
+
+
+def encrypt_postgres_database(
+    conn_or_dsn: Any,
+    encryption: Encryption,
+    *,
+    serde: SerializerProtocol | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Migrated:
+    """Migrate a plaintext PostgreSQL LangGraph database (a DSN, or a ``psycopg``
+    connection) to ``encryption`` in place: every checkpoint, channel blob and pending
+    write of the ``PostgresSaver`` tables not yet sealed is rewritten exactly as
+    ``AttestingPostgresSaver(encryption=...)`` writes it - values read with ``serde``
+    (default: LangGraph's ``JsonPlusSerializer``), the primitive channel values the
+    parent keeps in the checkpoint's JSON moved into sealed ``checkpoint_blobs`` rows,
+    blobs and writes sealed to their rows under the thread's subject key (the subject
+    from the checkpoint's metadata, as :func:`encrypt_sqlite_database`) - in one
+    transaction that locks the three tables against writers (readers go on). Then, on
+    an autocommit connection (a DSN's is), the tables are rewritten (``VACUUM (FULL)``)
+    so no live page keeps a plaintext row version; the server's WAL, replicas and
+    backups taken before keep the plaintext. A key store in this same database is
+    refused (``ConfigurationError``). ``progress(done, total)`` is called per sealed
+    row. Running it again seals nothing.
+
+    Store items (table ``store``) are not sealed: they stay plaintext and are counted in
+    ``Migrated.store_plaintext`` (re-write them through ``Encryption.wrap_store``, or
+    erase them); a shred refuses while a subject's store namespace holds one."""
+    import psycopg
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from ._backends.keys import postgres_tokens
+    from ._backends.postgres.encrypt import encrypt_database as encrypt_pg
+    from ._backends.postgres.encrypt import has_checkpoint_tables
+
+    own = not isinstance(conn_or_dsn, psycopg.Connection)
+    conn = (
+        psycopg.connect(str(conn_or_dsn), autocommit=True, prepare_threshold=0)
+        if own
+        else conn_or_dsn
+    )
+    try:
+        if not has_checkpoint_tables(conn):
+            raise NotALangGraphDatabaseError(
+                "no LangGraph checkpoint tables (checkpoints, checkpoint_blobs, "
+                "checkpoint_writes): not a LangGraph database"
+            )
+        encryption.keys.refuse_tokens(postgres_tokens(conn), "the PostgreSQL data database")
+        return encrypt_pg(conn, encryption, serde or JsonPlusSerializer(), progress=progress)
     finally:
         if own:
             conn.close()

@@ -221,8 +221,6 @@ def test_cli_encrypt_migrates_a_plaintext_database(
     assert again.exit_code == 0 and json.loads(again.stdout)["checkpoints"] == 0
     assert json.loads(again.stdout)["already_sealed"] > 0
 
-    one_error(cli("encrypt", "postgresql://h/db", "--keystore", ks, "--master-key", mk), 2,
-              "SQLite files only")  # fmt: skip
     one_error(cli("encrypt", db, "--keystore", ks), 2, "--master-key")
     one_error(cli("encrypt", db, "--keystore", db, "--master-key", mk), 2,
               "must not be the data database")  # fmt: skip
@@ -319,3 +317,105 @@ def test_cli_shred_master_key_env(
             saver.get_tuple(cfg("alice-2", None))
         assert saver.get_tuple(cfg("bob-1", None)) is not None
         conn.close()
+
+
+def test_cli_encrypt_postgres(
+    pg_db: str, keys_db: str, signer: Signer, key: Path, tmp_path: Path
+) -> None:
+    """``receipt encrypt DSN``: a plaintext PostgreSQL database written by a plain
+    ``PostgresSaver`` is migrated (JSON counts; the store item counted, left plaintext);
+    the encrypting saver reads it and a shred goes through; again seals nothing; a key
+    store in the data database, a database that is not LangGraph's and a server that
+    cannot be reached are one line and exit 2, 3, 3."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    from test_encrypt_postgres import raw_text
+    from test_encryption_sqlite import MARKER
+
+    with (
+        PostgresSaver.from_conn_string(pg_db) as plain,
+        PostgresStore.from_conn_string(pg_db) as raw_store,
+    ):
+        plain.setup()
+        raw_store.setup()
+        graph = build(plain)
+        for thread, user in (("alice-1", "alice"), ("bob-1", "bob"), ("anon-1", None)):
+            graph.invoke({"messages": [HumanMessage(content=f"secret {MARKER}")]},
+                         cfg(thread, user))  # fmt: skip
+        raw_store.put(("users", "bob"), "profile", {"email": "bob@example.org"})
+        before = graph.get_state(cfg("alice-1", "alice")).values
+    mk = tmp_path / "master.key"
+    LocalKeyWrapper.generate(mk)
+
+    res = cli("encrypt", pg_db, "--keystore", keys_db, "--master-key", mk, "--json")
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    doc = json.loads(res.stdout)
+    assert doc["checkpoints"] > 0 and doc["blobs"] > 0 and doc["writes"] > 0
+    assert (doc["threads"], doc["already_sealed"], doc["store_items_plaintext"]) == (3, 0, 1)
+    assert doc["vacuumed"] is True and res.stderr == ""  # no progress line off a terminal
+    assert MARKER not in raw_text(pg_db)
+    with KeyStore.postgres(keys_db, LocalKeyWrapper.from_file(mk)) as keys:
+        assert keys.threads_of("subject:alice") == ["alice-1"]
+        assert keys.threads_of("thread:anon-1") == ["anon-1"]
+        with AttestingPostgresSaver.from_conn_string(
+            pg_db, signer=signer, encryption=Encryption(keys)
+        ) as saver:
+            saver.setup()
+            assert build(saver).get_state(cfg("alice-1", "alice")).values == before
+
+    again = cli("encrypt", pg_db, "--keystore", keys_db, "--master-key", mk)
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.startswith("encrypted 0 checkpoint(s) (inline values moved to sealed "
+                                   "blobs), 0 blob(s) and 0 write(s) of 0 thread(s) (")  # fmt: skip
+    assert "1 store item(s) (table store) stay plaintext" in again.stdout
+    res = cli("shred", pg_db, "--subject", "alice", "--keystore", keys_db, "--master-key", mk,
+              "--key", key, "--archive", tmp_path / "receipts", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["threads"] == ["alice-1"]
+
+    one_error(cli("encrypt", pg_db, "--keystore", pg_db, "--master-key", mk), 2,
+              "must not be the data database")  # fmt: skip
+    one_error(cli("encrypt", keys_db, "--keystore", tmp_path / "ks.sqlite", "--master-key", mk),
+              3, "not a LangGraph database")  # fmt: skip
+    gone = "postgresql:///nowhere?host=/nonexistent-socket-dir"
+    one_error(cli("encrypt", gone, "--keystore", tmp_path / "ks.sqlite", "--master-key", mk),
+              3, "cannot connect")  # fmt: skip
+
+
+def test_cli_encrypt_postgres_progress_on_a_tty_only(
+    pg_db: str, keys_db: str, tmp_path: Path
+) -> None:
+    """The progress line goes to stderr when it is a terminal, as for SQLite."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(pg_db) as plain:
+        plain.setup()
+        write(plain)
+    mk = tmp_path / "master.key"
+    LocalKeyWrapper.generate(mk)
+    cmd = [sys.executable, "-c", "from erasure_receipts.cli import main; main()",
+           "encrypt", pg_db, "--keystore", keys_db, "--master-key", str(mk)]  # fmt: skip
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=slave, timeout=120)
+        os.close(slave)
+        tty_err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            tty_err += chunk
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, tty_err
+    assert b"\rencrypting " in tty_err and b" rows (" in tty_err
+    assert proc.stdout.startswith(b"encrypted ") and b"encrypting" not in proc.stdout

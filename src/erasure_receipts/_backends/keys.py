@@ -190,6 +190,29 @@ KEY_STORE_TABLE = "erasure_key_store"
 database: found with this key store's token, the key store is the data database)."""
 
 
+KEY_STORE_TABLES_SQL = (
+    "SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables "
+    f"WHERE tablename = '{KEY_STORE_TABLE}'"
+)
+
+
+def key_store_tokens_sql(table: str) -> str:
+    """The tokens of one key-store table named by :data:`KEY_STORE_TABLES_SQL` (already
+    quoted by ``format('%I.%I')``)."""
+    return f"SELECT token FROM {table}"
+
+
+def postgres_tokens(conn: Any) -> list[str]:
+    """The key-store tokens in the PostgreSQL database of ``conn`` (every schema): a key
+    store whose token is among them is that database (``KeyStore.refuse_tokens``)."""
+    seen: list[str] = []
+    for row in conn.execute(KEY_STORE_TABLES_SQL).fetchall():
+        table = row["t"] if isinstance(row, dict) else row[0]
+        for r in conn.execute(key_store_tokens_sql(table)).fetchall():
+            seen.append(str(r["token"] if isinstance(r, dict) else r[0]))
+    return seen
+
+
 KEY_COLUMNS = ("name", "key_id", "wrapped", "kek_id", "created_at")
 THREAD_COLUMNS = ("thread_id", "name")
 NAMESPACE_COLUMNS = ("namespace", "name")

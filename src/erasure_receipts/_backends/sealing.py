@@ -43,7 +43,14 @@ from ..errors import (
 )
 from .keys import KEY_ID_BYTES, KeyStore, subject_key_name, thread_key_name
 
-__all__ = ["SEALED_TYPE", "Encryption", "Sealed", "SealingSerde", "default_subject_of"]
+__all__ = [
+    "SEALED_TYPE",
+    "Encryption",
+    "Migrated",
+    "Sealed",
+    "SealingSerde",
+    "default_subject_of",
+]
 
 SEALED_TYPE = "erasure-receipts-aes256gcm-v1"
 MAGIC = b"ERS1"
@@ -57,6 +64,30 @@ def default_subject_of(config: RunnableConfig) -> str | None:
     """``config["configurable"]["user_id"]``, or None (the thread gets a key of its own)."""
     value = (config.get("configurable") or {}).get("user_id")
     return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """What a migration of a plaintext database (``receipt encrypt``) sealed; rows already
+    sealed are counted, not rewritten."""
+
+    checkpoints: int
+    """SQLite: checkpoint rows sealed. PostgreSQL: checkpoint rows whose inline
+    (primitive) channel values were moved out of the checkpoint's JSON into sealed
+    ``checkpoint_blobs`` rows."""
+    writes: int
+    already_sealed: int
+    threads: int
+    store_plaintext: int = 0
+    """Store items (table ``store``) left in plaintext: a migration seals checkpoints and
+    pending writes only; a shred does not make these unreadable (it refuses while a
+    shredded subject's store namespace holds one)."""
+    blobs: int = 0
+    """PostgreSQL: ``checkpoint_blobs`` rows sealed in place or created from an inline
+    value (SQLite has no such table)."""
+    vacuumed: bool = False
+    """PostgreSQL: the three tables were rewritten (``VACUUM (FULL)``) after the commit,
+    so no live page of theirs keeps a plaintext row version."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from ..signing import Signer
 from ._base import _die, _mapped_errors
 from .verify_fast import EXIT_IO, EXIT_USAGE
 
-__all__ = ["is_dsn", "open_saver", "probe"]
+__all__ = ["database_errors", "is_dsn", "label", "open_saver", "probe"]
 
 EXTRA = "pip install 'langgraph-erasure-receipts[postgres]'"
 LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
@@ -157,6 +157,22 @@ def _database_errors(d: _Dsn) -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         _die(f"{d.label}: database error: {d.message(exc)}", EXIT_IO, reason="database_error")
+
+
+def label(dsn: str) -> str:
+    """The connection string as messages name it (no password)."""
+    return _Dsn(dsn).label
+
+
+@contextmanager
+def database_errors(dsn: str | None) -> Iterator[None]:
+    """A database error of ``dsn`` as one line without the password, exit 3 (nothing
+    mapped when ``dsn`` is None)."""
+    if dsn is None:
+        yield
+        return
+    with _database_errors(_Dsn(dsn)):
+        yield
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,10 @@ def shred(
 
 @app.command()
 def encrypt(
-    db: Annotated[str, typer.Argument(help="SQLite LangGraph database file (migrated in place)")],
+    db: Annotated[
+        str,
+        typer.Argument(help="SQLite LangGraph database file or PostgreSQL DSN (in place)"),
+    ],
     keystore: Annotated[
         str, typer.Option("--keystore", help="the key store: a SQLite file or a PostgreSQL DSN")
     ],
@@ -144,29 +147,35 @@ def encrypt(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     verbose: Verbose = False,
 ) -> None:
-    """Migrate a plaintext SQLite database to per-subject encryption, in place.
+    """Migrate a plaintext SQLite or PostgreSQL database to per-subject encryption, in place.
 
-    Every checkpoint and pending write not yet encrypted is sealed under its thread's
-    subject key (the subject is the checkpoint metadata's user_id), in one transaction;
-    the file is then VACUUMed. Store items (table store) are not sealed: they stay
-    plaintext and are counted. Stop the application's writers first. Backups taken
-    before keep the plaintext. The key store is created if it does not exist.
+    Every checkpoint and pending write not yet encrypted (PostgreSQL: every channel
+    blob, and the primitive channel values kept in a checkpoint's JSON) is sealed under
+    its thread's subject key (the subject is the checkpoint metadata's user_id), in one
+    transaction; then the SQLite file is VACUUMed (PostgreSQL: the three tables are
+    rewritten with VACUUM FULL). Store items (table store) are not sealed: they stay
+    plaintext and are counted. Stop the application's writers first (PostgreSQL: the
+    tables are locked against them). Backups taken before keep the plaintext. The key
+    store is created if it does not exist.
     """
     import sys
 
-    from ..shredding import Encryption, KeyStore, LocalKeyWrapper, encrypt_sqlite_database
+    from ..shredding import (
+        Encryption,
+        KeyStore,
+        LocalKeyWrapper,
+        encrypt_postgres_database,
+        encrypt_sqlite_database,
+    )
     from . import postgres as app_postgres
 
     _run.json = as_json
-    if app_postgres.is_dsn(db):
-        _die(
-            "receipt encrypt migrates SQLite files only (not PostgreSQL, in this version)",
-            EXIT_USAGE,
-        )
+    pg = app_postgres.is_dsn(db)
     if (master_key is None) == (master_key_env is None):
         _die("give exactly one of --master-key FILE and --master-key-env VAR", EXIT_USAGE)
-    _probe_database(Path(db))
-    with _mapped_errors(db):
+    _probe_database(db if pg else Path(db))
+    label = app_postgres.label(db) if pg else db
+    with _mapped_errors(label), app_postgres.database_errors(db if pg else None):
         kek = (
             LocalKeyWrapper.from_file(master_key)
             if master_key is not None
@@ -187,22 +196,37 @@ def encrypt(
                 sys.stderr.flush()
 
         try:
-            out = encrypt_sqlite_database(Path(db), Encryption(keys), progress=progress)
+            if pg:
+                out = encrypt_postgres_database(db, Encryption(keys), progress=progress)
+            else:
+                out = encrypt_sqlite_database(Path(db), Encryption(keys), progress=progress)
         finally:
             keys.close()
     if shown[0] >= 0:
         sys.stderr.write("\n")
     if as_json:
-        _emit_json({"ok": True, "exit_code": 0, "checkpoints": out.checkpoints,
-                    "writes": out.writes, "already_sealed": out.already_sealed,
-                    "threads": out.threads,
-                    "store_items_plaintext": out.store_plaintext})  # fmt: skip
+        doc: dict[str, Any] = {"ok": True, "exit_code": 0, "checkpoints": out.checkpoints,
+                               "writes": out.writes, "already_sealed": out.already_sealed,
+                               "threads": out.threads,
+                               "store_items_plaintext": out.store_plaintext}  # fmt: skip
+        if pg:
+            doc |= {"blobs": out.blobs, "vacuumed": out.vacuumed}
+        _emit_json(doc)
         return
-    typer.echo(
-        f"encrypted {out.checkpoints} checkpoint(s) and {out.writes} write(s) of "
-        f"{out.threads} thread(s) ({out.already_sealed} already encrypted); the file was "
-        "VACUUMed. Backups taken before this keep the plaintext."
-    )
+    if pg:
+        typer.echo(
+            f"encrypted {out.checkpoints} checkpoint(s) (inline values moved to sealed blobs), "
+            f"{out.blobs} blob(s) and {out.writes} write(s) of {out.threads} thread(s) "
+            f"({out.already_sealed} already encrypted)"
+            + ("; the tables were rewritten (VACUUM FULL)" if out.vacuumed else "")
+            + ". The server's WAL and backups taken before this keep the plaintext."
+        )
+    else:
+        typer.echo(
+            f"encrypted {out.checkpoints} checkpoint(s) and {out.writes} write(s) of "
+            f"{out.threads} thread(s) ({out.already_sealed} already encrypted); the file was "
+            "VACUUMed. Backups taken before this keep the plaintext."
+        )
     if out.store_plaintext:
         typer.echo(
             f"{out.store_plaintext} store item(s) (table store) stay plaintext: receipt "

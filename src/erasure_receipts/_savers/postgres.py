@@ -44,8 +44,8 @@ from psycopg.rows import dict_row
 
 from .. import __version__
 from .._backends import postgres as pg_backend
+from .._backends.keys import KEY_STORE_TABLES_SQL, key_store_tokens_sql, postgres_tokens
 from .._backends.postgres import (
-    KEY_STORE_TABLES_SQL,
     AsyncBridgeSession,
     PostgresBackend,
     Session,
@@ -53,7 +53,6 @@ from .._backends.postgres import (
     ensure_deferrals,
     ensure_schema,
     is_tombstone_error,
-    key_store_tokens_sql,
     retryable,
     schema_installed,
     server_identity,
@@ -290,12 +289,7 @@ def _check_key_store(saver: Any, conn: Any) -> None:
     """Refuse a key store that is this saver's own database (its token is here)."""
     if saver.encryption is None or saver._key_store_checked:
         return
-    seen: list[str] = []
-    for row in conn.execute(KEY_STORE_TABLES_SQL).fetchall():
-        table = row["t"] if isinstance(row, dict) else row[0]
-        for r in conn.execute(key_store_tokens_sql(table)).fetchall():
-            seen.append(str(r["token"] if isinstance(r, dict) else r[0]))
-    saver.encryption.keys.refuse_tokens(seen, "the saver's PostgreSQL database")
+    saver.encryption.keys.refuse_tokens(postgres_tokens(conn), "the saver's PostgreSQL database")
     saver._key_store_checked = True
 
 

@@ -12,14 +12,12 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from .._table import STORE_TOMBSTONE_MESSAGE, TOMBSTONE_MESSAGE
-from ..keys import KEY_STORE_TABLE
 from .session import Session
 
 __all__ = [
     "ADVISORY_CLASS",
     "CHECKPOINT_TABLES",
     "ENFORCING_VERSIONS",
-    "KEY_STORE_TABLES_SQL",
     "RETRYABLE",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
@@ -34,7 +32,6 @@ __all__ = [
     "installed_version",
     "is_store_tombstone_error",
     "is_tombstone_error",
-    "key_store_tokens_sql",
     "retryable",
     "schema_installed",
     "server_identity",
@@ -379,17 +376,3 @@ def ensure_store_tombstones(session: Session) -> None:
 def is_store_tombstone_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the store trigger's refusal (an erased store namespace)."""
     return isinstance(exc, pg_errors.RaiseException) and STORE_TOMBSTONE_MESSAGE in str(exc)
-
-
-KEY_STORE_TABLES_SQL = (
-    "SELECT format('%I.%I', schemaname, tablename) AS t FROM pg_tables "
-    f"WHERE tablename = '{KEY_STORE_TABLE}'"
-)
-"""Every key-store table in the database, quoted (an encrypting saver refuses to keep
-its key store in its own data database)."""
-
-
-def key_store_tokens_sql(table: str) -> str:
-    """The tokens of one key-store table named by :data:`KEY_STORE_TABLES_SQL` (already
-    quoted by ``format('%I.%I')``)."""
-    return f"SELECT token FROM {table}"

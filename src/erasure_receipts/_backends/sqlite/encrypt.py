@@ -11,29 +11,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..sealing import SEALED_TYPE, SEALED_VALUE_KEY, Encryption
+from ..sealing import SEALED_TYPE, SEALED_VALUE_KEY, Encryption, Migrated
 
 __all__ = ["Migrated", "encrypt_database"]
-
-
-@dataclass(frozen=True)
-class Migrated:
-    """What a migration sealed (rows already sealed are counted, not rewritten)."""
-
-    checkpoints: int
-    writes: int
-    already_sealed: int
-    threads: int
-    store_plaintext: int = 0
-    """Store items (table ``store``) left in plaintext: a migration seals checkpoints and
-    pending writes only; a shred does not make these unreadable (it refuses while a
-    shredded subject's store namespace holds one)."""
 
 
 def _config(thread_id: str, metadata: Any) -> RunnableConfig:

@@ -338,7 +338,7 @@ def _loads(text: str) -> Any:
         except SystemError:
             # Python 3.11's scanner raises its JSONDecodeError only when json.decoder is
             # already imported (else this SystemError): import it and scan again.
-            import json.decoder  # noqa: F401
+            import json.decoder
 
             obj, end = _scan(text, start)
     except StopIteration as err:

@@ -46,6 +46,8 @@ from erasure_receipts.receipt import Receipt, build_statement
 from erasure_receipts.signing import PublicKey, Signer
 
 TARGET = 0.6
+TARGET_ISSUE = 0.8
+"""The verify-path issue's target for the same ratios (reported beside the old one)."""
 CLI = "from erasure_receipts.cli import main; main()"
 
 BASELINE_SCRIPT = r"""
@@ -509,6 +511,12 @@ def main() -> int:
             "whole_process_ratio_median": verdict(proc_ratio_median, TARGET, ">="),
             "in_process_ratio_best": verdict(inproc_ratio_best, TARGET, ">="),
             "in_process_ratio_median": verdict(inproc_ratio_median, TARGET, ">="),
+            "whole_process_ratio_median vs issue target": verdict(
+                proc_ratio_median, TARGET_ISSUE, ">="
+            ),
+            "in_process_ratio_median vs issue target": verdict(
+                inproc_ratio_median, TARGET_ISSUE, ">="
+            ),
         }
         print("\nratios (receipt verify throughput / bare verify throughput):")
         print_verdicts(verdicts)
@@ -550,7 +558,7 @@ def main() -> int:
                     "top12_cumtime": by_ct,
                     "pstats_text": buf.getvalue(),
                 },
-                "target": f"ratio >= {TARGET}",
+                "target": f"ratio >= {TARGET} (issue: >= {TARGET_ISSUE})",
                 "verdicts": verdicts,
             },
         )

@@ -17,8 +17,6 @@ than a Python walk and keeps the verify path free of extra imports.
 
 from __future__ import annotations
 
-import json
-import json.encoder
 from typing import Any
 
 from .errors import MalformedReceiptError
@@ -157,14 +155,23 @@ def _no_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-# json.dumps builds a new C encoder on every call; build the identical one once
-# (markers=None: parsed JSON cannot be circular). Falls back where the C module is absent.
+# The C parts of the stdlib's json, used directly: ``import json`` compiles half a dozen
+# regular expressions (about 3 ms of a verifier's cold start) that the C scanner and
+# encoder never use. json.dumps builds a new C encoder on every call; build the identical
+# one once (markers=None: parsed JSON cannot be circular). Falls back to the json module
+# where the C module is absent.
+try:
+    import _json
+except ImportError:  # pragma: no cover - CPython always has _json
+    _json_c: Any = None
+else:
+    _json_c = _json
 _c_encoder: Any = (
-    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, _no_default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    None
+    if _json_c is None
+    else _json_c.make_encoder(
+        None, _no_default, _json_c.encode_basestring, None, ":", ",", True, False, False
     )
-    if getattr(json.encoder, "c_make_encoder", None) is not None
-    else None
 )
 
 
@@ -207,6 +214,8 @@ def canonicalize_ascii_keys(value: Any) -> bytes:
             return _orjson_dumps(value)  # type: ignore[no-any-return]
         if _c_encoder is not None:
             return "".join(_c_encoder(value, 0)).encode("utf-8")
+        import json
+
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode("utf-8")
@@ -277,17 +286,70 @@ def parse_strict(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
     if text.startswith("\ufeff"):
         raise MalformedReceiptError("input starts with a byte-order mark", reason="not_utf8")
     try:
+        return _loads(text)
+    except MalformedReceiptError:
+        raise
+    except RecursionError:
+        raise MalformedReceiptError("JSON nesting is too deep", reason="not_json") from None
+    except ValueError as exc:  # a JSONDecodeError, or int() over the digit limit
+        from json import JSONDecodeError
+
+        if isinstance(exc, JSONDecodeError):
+            raise MalformedReceiptError(
+                f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", reason="not_json"
+            ) from None
+        raise MalformedReceiptError(f"not acceptable JSON: {exc}", reason="not_json") from None
+
+
+_WS = " \t\n\r"
+
+
+class _StrictContext:
+    """What the C scanner reads from a ``json.JSONDecoder``: strict parsing's hooks."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = staticmethod(_pairs_hook)
+    parse_float = staticmethod(_reject_float)
+    parse_int = int
+    parse_constant = staticmethod(_reject_constant)
+
+
+_scan: Any = None if _json_c is None else _json_c.make_scanner(_StrictContext())
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text, object_pairs_hook=..., parse_float=..., parse_constant=...)``
+    with one C scanner built once (json.loads builds a decoder per call), the same
+    results and the same errors."""
+    if _scan is None:  # pragma: no cover - CPython always has _json
+        import json
+
         return json.loads(
             text,
             object_pairs_hook=_pairs_hook,
             parse_float=_reject_float,
             parse_constant=_reject_constant,
         )
-    except json.JSONDecodeError as exc:
-        raise MalformedReceiptError(
-            f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", reason="not_json"
-        ) from None
-    except RecursionError:
-        raise MalformedReceiptError("JSON nesting is too deep", reason="not_json") from None
-    except ValueError as exc:  # int() over the digit limit
-        raise MalformedReceiptError(f"not acceptable JSON: {exc}", reason="not_json") from None
+    start = len(text) - len(text.lstrip(_WS))
+    try:
+        try:
+            obj, end = _scan(text, start)
+        except SystemError:
+            # Python 3.11's scanner raises its JSONDecodeError only when json.decoder is
+            # already imported (else this SystemError): import it and scan again.
+            import json.decoder
+
+            obj, end = _scan(text, start)
+    except StopIteration as err:
+        from json import JSONDecodeError
+
+        raise JSONDecodeError("Expecting value", text, err.value) from None
+    if end != len(text):
+        rest = text[end:]
+        end += len(rest) - len(rest.lstrip(_WS))
+        if end != len(text):
+            from json import JSONDecodeError
+
+            raise JSONDecodeError("Extra data", text, end)
+    return obj

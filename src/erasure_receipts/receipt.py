@@ -7,7 +7,6 @@ See ``RECEIPT_SPEC.md`` for the normative description and ``schemas/`` for the s
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -1027,6 +1026,8 @@ class Receipt:
         public_key: PublicKey | None = None,
         payload: bytes = b"",
     ) -> None:
+        import json
+
         try:  # a private copy, so the caller's dict cannot change this receipt later
             st = json.loads(json.dumps(statement, allow_nan=False))
         except (TypeError, ValueError) as exc:
@@ -1132,6 +1133,8 @@ class Receipt:
         ``embed_key`` writes the public key into the file as a convenience; verifiers
         never trust an embedded key by itself.
         """
+        import json
+
         st = validate_statement(json.loads(json.dumps(statement)))
         payload = canonicalize(st)
         sig = Signature(signer.key_id, signer.sign(pae(DSSE_PAYLOAD_TYPE, payload)))
@@ -1160,6 +1163,8 @@ class Receipt:
 
     def to_json(self) -> bytes:
         """The receipt file: :meth:`to_dict` as indented UTF-8 JSON plus a final newline."""
+        import json
+
         return (json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
     def to_dsse(self) -> dict[str, Any]:

@@ -14,7 +14,6 @@ writing). On the verify path: imports nothing from LangGraph and no database dri
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -243,6 +242,8 @@ def _trust_file_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
     """A trust file holding ``entries`` (``keys[i]`` objects, kept as given) as indented
     UTF-8 JSON with a final newline: the one form trust files are written in."""
     doc = {"trust_version": 1, "keys": [dict(e) for e in entries]}
+    import json
+
     return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 

@@ -301,3 +301,54 @@ def test_float_mode_refuses_deep_nesting_and_receipt_mode_refuses_floats() -> No
         sys.setrecursionlimit(limit)
     with pytest.raises(TypeError, match="no floats"):
         canonicalize({"a": 1.5})
+
+
+_SYNTAX_ERRORS = [
+    b"", b"  ", b'{"a":1} x', b'{"a": [1, 2', b'{"a"', b"{", b"[", b'{"a": "x', b'{"a" 1}',
+    b"[1,]", b'{"a":1,}', b"\t[1]\r\n", b"01", b"[tru]", b' {"a":[1,{"b":null}]}\r\n\t',
+]  # fmt: skip
+
+_REFERENCE = """
+import json, sys
+for line in sys.stdin.buffer.read().split(b"\\n--\\n"):
+    try:
+        text = line.decode("utf-8")
+        print(repr(json.loads(text)))
+    except json.JSONDecodeError as e:
+        print(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+"""
+
+_OURS = """
+import sys
+from erasure_receipts.canonical import parse_strict
+from erasure_receipts.errors import MalformedReceiptError
+parse_strict(b'{"ok": [1, "two", null, true]}')
+assert ("json" in sys.modules) == ("--json-first" in sys.argv), "json imported on success"
+for line in sys.stdin.buffer.read().split(b"\\n--\\n"):
+    try:
+        print(repr(parse_strict(line)))
+    except MalformedReceiptError as e:
+        print(e.message)
+"""
+
+
+@pytest.mark.parametrize("json_first", [False, True])
+def test_parse_strict_reports_what_json_loads_reports_in_a_fresh_process(
+    json_first: bool,
+) -> None:
+    """parse_strict drives the C scanner itself (without importing json on success); its
+    results and syntax-error messages are json.loads's, whether or not json (whose
+    json.decoder the 3.11 scanner needs for its errors) was imported before."""
+    import subprocess
+
+    data = b"\n--\n".join(_SYNTAX_ERRORS)
+    prelude = "import json\n" if json_first else ""
+    ours = subprocess.run(
+        [sys.executable, "-c", prelude + _OURS, *(["--json-first"] if json_first else [])],
+        input=data, capture_output=True, check=True,
+    )  # fmt: skip
+    ref = subprocess.run(
+        [sys.executable, "-c", _REFERENCE], input=data, capture_output=True, check=True
+    )
+    assert ours.stdout == ref.stdout
+    assert ours.stdout.count(b"not JSON:") == len(_SYNTAX_ERRORS) - 2

@@ -10,7 +10,6 @@ Exit codes: 0 all verified, 1 any receipt invalid or untrusted, 2 usage error,
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -326,6 +325,8 @@ def _fail_early(message: str, code: int, as_json: bool) -> int:
     print(f"receipt verify: error: {message}", file=sys.stderr)
     if as_json:
         doc = {"ok": False, "exit_code": code, "error": message, "counts": None, "results": []}
+        import json
+
         sys.stdout.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
     return code
 
@@ -405,6 +406,8 @@ def verify_main(argv: Sequence[str]) -> int:
     code = EXIT_IO if counts["unreadable"] else EXIT_INVALID if counts["invalid"] else EXIT_OK
     if args.json:
         doc = {"ok": code == EXIT_OK, "exit_code": code, "counts": counts, "results": results}
+        import json
+
         out.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
     elif len(files) > 1 or code:
         print(

@@ -39,7 +39,7 @@ from .schema import (
     has_store_table,
     installed_version,
 )
-from .session import Session, stream
+from .session import Session, stream, text_of
 
 __all__ = ["PgTablePart", "PlannedPgPart", "PostgresBackend"]
 
@@ -96,7 +96,7 @@ class _ThreadsRows:
         sql = f'SELECT {cols} FROM "{self.table}" WHERE thread_id = ANY(%s) ORDER BY {order}'
         out: dict[str, tuple[list[bytes], TableCount, set[str]]] = {}
         for row in stream(self.backend.session, sql, [self._threads], f"mb_{self.table}"):
-            thread = _text(row[t_idx])
+            thread = text_of(row[t_idx])
             entry = out.get(thread)
             if entry is None:
                 entry = out[thread] = ([], TableCount(), set())
@@ -104,7 +104,7 @@ class _ThreadsRows:
             entry[0].append(leaf)
             entry[1].rows += 1
             entry[1].bytes += size
-            entry[2].add(_text(row[ns_idx]))
+            entry[2].add(text_of(row[ns_idx]))
         return out
 
     def deleted(self, thread: str) -> int:
@@ -116,7 +116,7 @@ class _ThreadsRows:
                 [self._threads],
             )
             self.backend.next_generation()
-            self._deleted = {_text(r[0]): int(r[1]) for r in rows}
+            self._deleted = {text_of(r[0]): int(r[1]) for r in rows}
             self._deleted_in = (self.backend.transactions, set())
         self._deleted_in[1].add(thread)
         return self._deleted.pop(thread, 0)
@@ -130,15 +130,10 @@ class _ThreadsRows:
                 "GROUP BY thread_id",
                 [self._threads],
             )
-            self._left = {_text(r[0]): int(r[1]) for r in rows}
+            self._left = {text_of(r[0]): int(r[1]) for r in rows}
             self._left_in = (gen, set())
         self._left_in[1].add(thread)
         return self._left.pop(thread, 0)
-
-
-def _text(v: Any) -> str:
-    """A text column from a binary cursor (``bytes``) or a text one."""
-    return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)
 
 
 @dataclass
@@ -634,7 +629,7 @@ class PostgresBackend(TableBackend):
             "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id",
             (receipt_id, erased_at, self._policy, threads, bounds),
         )
-        new = {_text(r[0]) for r in inserted}
+        new = {text_of(r[0]) for r in inserted}
         for t, bound in zip(threads, bounds, strict=True):
             if t not in new:
                 self.session.execute(

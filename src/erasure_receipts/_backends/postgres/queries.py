@@ -11,7 +11,7 @@ from .. import _table
 from .._table import IDLE_HAVING, RUN_IN_FLIGHT
 from ..keep_latest import DeltaChannelError, Head, KeepLatest, plan
 from .leaves import _TEXT_TYPES, describe
-from .session import Session
+from .session import Session, text_of
 
 __all__ = [
     "NEEDLE_TABLES",
@@ -153,13 +153,8 @@ def newest_ids(session: Session, threads: Sequence[str]) -> dict[str, str]:
     )
     for t, newest in rows:
         if newest is not None:
-            out[_str(t)] = _str(newest)
+            out[text_of(t)] = text_of(newest)
     return out
-
-
-def _str(v: Any) -> str:
-    """A text value from a binary cursor (``bytes``) or a text one."""
-    return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)
 
 
 def _with_checkpoints(session: Session, loc: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +202,7 @@ def idle_states(session: Session, threads: Sequence[str]) -> dict[str, tuple[str
         f"EXISTS ({in_flight}) FROM unnest(%s::text[]) AS u(t)",
         (list(dict.fromkeys(threads)),),
     )
-    return {_str(t): (None if latest is None else _str(latest), bool(busy))
+    return {text_of(t): (None if latest is None else text_of(latest), bool(busy))
             for t, latest, busy in rows}  # fmt: skip
 
 

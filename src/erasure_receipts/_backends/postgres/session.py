@@ -15,7 +15,7 @@ import psycopg
 from psycopg import pq
 from psycopg.rows import tuple_row
 
-__all__ = ["FETCH_ROWS", "AsyncBridgeSession", "Session", "SyncSession", "stream"]
+__all__ = ["FETCH_ROWS", "AsyncBridgeSession", "Session", "SyncSession", "stream", "text_of"]
 
 FETCH_ROWS = 500
 """Rows per ``FETCH`` from the server-side cursor: memory stays bounded by this page."""
@@ -211,3 +211,9 @@ def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iter
                 return
     finally:
         session.execute(f"CLOSE {name}")
+
+
+def text_of(v: Any) -> str:
+    """A text value as a binary cursor returns it (``bytes``, from ``convert_to``) or a
+    text one does."""
+    return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)

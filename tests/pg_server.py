@@ -8,6 +8,7 @@ starts it on a Unix socket inside ``DIR`` (no TCP listener), and prints its DSN.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -125,13 +126,14 @@ def pg_dsn() -> Iterator[str]:
         stop(root)
 
 
-@pytest.fixture
-def pg_db(pg_dsn: str) -> Iterator[str]:
-    """A fresh, empty database on the server for one test; dropped afterwards."""
+@contextlib.contextmanager
+def fresh_database(pg_dsn: str, prefix: str = "t") -> Iterator[str]:
+    """A new, empty database on the server (named ``<prefix>_<random>``): its DSN, and
+    the database dropped afterwards (``WITH (FORCE)``: sessions left open end too)."""
     import psycopg
     from psycopg import sql
 
-    name = f"t_{uuid.uuid4().hex[:16]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
@@ -141,3 +143,10 @@ def pg_db(pg_dsn: str) -> Iterator[str]:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+
+@pytest.fixture
+def pg_db(pg_dsn: str) -> Iterator[str]:
+    """A fresh, empty database on the server for one test; dropped afterwards."""
+    with fresh_database(pg_dsn) as dsn:
+        yield dsn

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
-from psycopg import sql
 from typer.testing import CliRunner, Result
 
 from erasure_receipts import (
@@ -28,6 +25,7 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts.app import app
+from pg_server import fresh_database
 from test_encryption_sqlite import build, cfg
 
 
@@ -133,15 +131,8 @@ def test_cli_shred_bad_input(app_db: Path, key: Path, tmp_path: Path) -> None:
 
 @pytest.fixture
 def keys_db(pg_dsn: str) -> Iterator[str]:
-    name = f"k_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))  # fmt: skip
+    with fresh_database(pg_dsn, "k") as dsn:
+        yield dsn
 
 
 def test_cli_shred_postgres(

@@ -31,22 +31,15 @@ from erasure_receipts import (
 )
 from erasure_receipts.shredding import SEALED_TYPE
 from pg_helpers import connect
+from pg_server import fresh_database
 from test_encryption_sqlite import MARKER, build, cfg
 
 
 @pytest.fixture
 def keys_db(pg_dsn: str) -> Iterator[str]:
     """A second fresh database: the key store's."""
-    name = f"k_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_database(pg_dsn, "k") as dsn:
+        yield dsn
 
 
 @pytest.fixture

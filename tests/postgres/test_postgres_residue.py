@@ -23,7 +23,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from langgraph.store.sqlite import SqliteStore
-from psycopg import sql
 
 from erasure_receipts import (
     AsyncAttestingPostgresSaver,
@@ -33,6 +32,7 @@ from erasure_receipts import (
     verify_receipt,
 )
 from pg_helpers import connect, count
+from pg_server import fresh_database
 
 T = "alice-chat"
 NS = ("users", "alice")
@@ -54,16 +54,8 @@ def put(saver: Any, thread: str, i: int, payload: Any = "x", *, old: bool = Fals
 @pytest.fixture
 def other_db(pg_dsn: str) -> Iterator[str]:
     """A second fresh database on the same server (the store's)."""
-    name = f"s_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_database(pg_dsn, "s") as dsn:
+        yield dsn
 
 
 def fill(store: Any) -> None:

@@ -4,17 +4,14 @@ and a refused erasure that deletes nothing anywhere (see tests/sqlite/test_store
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import PostgresStore
-from psycopg import sql
 
 from erasure_receipts import (
     AsyncAttestingPostgresSaver,
@@ -24,6 +21,7 @@ from erasure_receipts import (
 )
 from erasure_receipts._engine import NeedlesFoundError
 from pg_helpers import count, fingerprint
+from pg_server import fresh_database
 from test_history_graphs import CARD, CHAT_TURNS, NS, cfg, chat_graph, checkpoint_clock, human
 from test_store_scope import ALICE, BOB, by_user
 
@@ -43,16 +41,8 @@ def nothing_recorded(dsn: str) -> bool:
 @contextmanager
 def other_database(pg_dsn: str) -> Iterator[str]:
     """A second database on the server: a store there is outside the saver's."""
-    name = f"s_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_database(pg_dsn, "s") as dsn:
+        yield dsn
 
 
 @contextmanager

@@ -43,6 +43,7 @@ import json
 import os
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -101,10 +102,16 @@ __all__ = [
     "LogProblem",
     "LogReport",
     "ReceiptLog",
+    "WitnessEndpoint",
+    "cosign",
+    "cosignature_key_id",
+    "cosignature_message",
+    "cosigner_vkey",
     "entry_spans",
     "is_log",
     "note_key_id",
     "parallel_receipt_check",
+    "parse_vkey",
     "read_entries",
     "verifier_key",
     "verify_log",
@@ -115,6 +122,7 @@ MAGIC = b"erasure-receipts-log v1\n"
 CONFIG, ENTRIES, CHECKPOINT, TREE, INDEX, LOCK = (
     "log.conf", "entries", "checkpoint", "tree", "index", "lock",
 )  # fmt: skip
+COSIGNED, WITNESSES, WITNESS_LOCK = "cosigned", "witnesses.json", "witness.lock"
 TAG_ENTRY, TAG_CHECKPOINT = 0x45, 0x43  # "E", "C"
 _HEAD = struct.Struct(">BI")
 _HASH = 32
@@ -140,6 +148,79 @@ def verifier_key(name: str, key: PublicKey) -> str:
     """The verifier key string of Go's ``golang.org/x/mod/sumdb/note`` and the C2SP
     tooling: ``<name>+<hex key ID>+<base64(0x01 || public key)>``."""
     return f"{name}+{note_key_id(name, key).hex()}+{b64encode(bytes([NOTE_ED25519]) + key.raw)}"
+
+
+NOTE_COSIGNATURE = 0x04
+"""C2SP signed-note signature type of an Ed25519 ``cosignature/v1`` (tlog-cosignature)."""
+MAX_TIMESTAMP = 2**63 - 1
+
+
+def cosignature_key_id(name: str, key: PublicKey) -> bytes:
+    """C2SP tlog-cosignature key ID of an Ed25519 cosigner:
+    ``SHA-256(name || 0x0A || 0x04 || public key)[:4]``."""
+    digest: bytes = sha256(name.encode("utf-8") + b"\n\x04" + key.raw).digest()
+    return digest[:4]
+
+
+def cosigner_vkey(name: str, key: PublicKey) -> str:
+    """The verifier key of an Ed25519 cosigner (a witness):
+    ``<name>+<hex key ID>+<base64(0x04 || public key)>``."""
+    kid = cosignature_key_id(name, key).hex()
+    return f"{name}+{kid}+{b64encode(bytes([NOTE_COSIGNATURE]) + key.raw)}"
+
+
+def parse_vkey(vkey: str) -> tuple[str, int, PublicKey]:
+    """``(name, signature type, key)`` of a C2SP verifier key string: an Ed25519 note key
+    (type 0x01, a log) or an Ed25519 cosigner (type 0x04, a witness); the key ID must be
+    the one the name and key give. ``LogError`` "bad_vkey" otherwise."""
+    from .errors import Error
+
+    def bad(why: str) -> LogError:
+        return LogError(f"bad verifier key {vkey[:80]!r}: {why}", reason="bad_vkey")
+
+    if type(vkey) is not str:
+        raise bad("expected <name>+<hex key id>+<base64 key>")
+    name, _, rest = vkey.partition("+")  # the base64 may hold '+' too; the name may not
+    kid_hex, sep, b64 = rest.partition("+")
+    if not sep or len(kid_hex) != 8:
+        raise bad("expected <name>+<hex key id>+<base64 key>")
+    try:
+        _check_name(name, "key name")
+    except LogError as exc:
+        raise bad(exc.message) from None
+    try:
+        blob = b64decode(b64)
+    except ValueError:
+        raise bad("the key is not canonical base64") from None
+    if len(blob) != 33 or blob[0] not in (NOTE_ED25519, NOTE_COSIGNATURE):
+        raise bad("only Ed25519 keys (type 0x01, logs; 0x04, cosigners) are supported")
+    try:
+        key = PublicKey.from_raw(blob[1:])
+    except Error:
+        raise bad("not an Ed25519 public key") from None
+    kid = note_key_id(name, key) if blob[0] == NOTE_ED25519 else cosignature_key_id(name, key)
+    if kid_hex != kid.hex():
+        raise bad(f"key ID {kid_hex!r} is not {kid.hex()!r}")
+    return name, blob[0], key
+
+
+def cosignature_message(text: bytes, timestamp: int) -> bytes:
+    """What an Ed25519 ``cosignature/v1`` signs: ``cosignature/v1\\ntime <t>\\n`` and
+    the checkpoint's note text (its lines, without signatures)."""
+    return b"cosignature/v1\ntime %d\n" % timestamp + text
+
+
+def cosign(checkpoint: bytes, name: str, signer: Signer, timestamp: int) -> bytes:
+    """A ``cosignature/v1`` note signature line by ``signer`` as cosigner ``name`` on a
+    signed checkpoint (parsed, not verified here: a witness checks the log's signature
+    and the consistency first): ``— <name> base64(key ID || u64 time || signature)``."""
+    _check_name(name, "cosigner name")
+    if type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP:
+        raise ConfigurationError("a cosignature timestamp is 0 <= t <= 2**63 - 1 seconds")
+    cp = Checkpoint.parse(checkpoint)
+    sig = signer.sign(cosignature_message(cp.text, timestamp))
+    blob = cosignature_key_id(name, signer.public_key) + struct.pack(">Q", timestamp) + sig
+    return f"{EM_DASH} {name} {b64encode(blob)}\n".encode()
 
 
 def _check_name(name: str, what: str = "origin") -> str:
@@ -264,6 +345,36 @@ class Checkpoint:
                 found = True
         return found
 
+    def cosigned_by(self, name: str, key: PublicKey) -> int | None:
+        """The timestamp of a valid ``cosignature/v1`` by cosigner ``name`` with ``key``;
+        None if no signature line has that name and key ID (unknown cosigners are
+        ignored); ``LogError`` "bad_cosignature" if one does but fails to verify."""
+        kid = cosignature_key_id(name, key)
+        found: int | None = None
+        for sname, sid, sig in self.signatures:
+            if sname != name or sid != kid:
+                continue
+            ts = int.from_bytes(sig[:8], "big") if len(sig) == 72 else -1
+            if not 0 <= ts <= MAX_TIMESTAMP or not key.verify(
+                sig[8:], cosignature_message(self.text, ts)
+            ):
+                raise LogError(
+                    f"the cosignature of {name!r} on the checkpoint of {self.origin!r} "
+                    f"(size {self.size}) does not verify",
+                    reason="bad_cosignature",
+                )
+            found = ts if found is None else max(found, ts)
+        return found
+
+    def signature_lines(self, name: str | None = None) -> list[bytes]:
+        """The note's signature lines as bytes (each ending in a newline), all of them or
+        those under key name ``name``."""
+        return [
+            f"{EM_DASH} {n} {b64encode(kid + sig)}\n".encode()
+            for n, kid, sig in self.signatures
+            if name is None or n == name
+        ]
+
     def verify(self, keys: Iterable[PublicKey]) -> PublicKey:
         """The trusted key that signed this checkpoint; ``LogError`` "bad_checkpoint"
         if a trusted key's signature fails or none of them signed it."""
@@ -307,6 +418,64 @@ class Checkpoint:
         text = f"{origin}\n{size}\n{b64encode(root)}\n".encode()
         blob = note_key_id(origin, signer.public_key) + signer.sign(text)
         return text + f"\n{EM_DASH} {origin} {b64encode(blob)}\n".encode()
+
+
+class WitnessEndpoint:
+    """A witness a log sends its checkpoints to: the cosigner ``name`` and ``key`` (from
+    its verifier key) and ``url``, its tlog-witness submission prefix."""
+
+    __slots__ = ("key", "name", "url")
+
+    def __init__(self, name: str, key: PublicKey, url: str) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"a witness URL is http:// or https://, not {url[:60]!r}")
+        self.name, self.key, self.url = _check_name(name, "witness name"), key, url.rstrip("/")
+
+    @classmethod
+    def from_vkey(cls, vkey: str, url: str) -> WitnessEndpoint:
+        """From the witness's verifier key (type 0x04) and URL."""
+        name, kind, key = parse_vkey(vkey)
+        if kind != NOTE_COSIGNATURE:
+            raise LogError(f"{vkey[:60]!r} is not a cosigner key (type 0x04)", reason="bad_vkey")
+        return cls(name, key, url)
+
+    @property
+    def vkey(self) -> str:
+        """The witness's verifier key."""
+        return cosigner_vkey(self.name, self.key)
+
+    def __repr__(self) -> str:
+        return f"WitnessEndpoint({self.name!r}, {self.url!r})"
+
+
+def _post(url: str, body: bytes, timeout: float) -> tuple[int, str, bytes]:
+    """POST ``body`` (standard library HTTP client); ``(status, content type, body)``."""
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    conn = cls(u.hostname or "", u.port, timeout=timeout)
+    try:
+        conn.request("POST", (u.path or "") + "/add-checkpoint", body,
+                     {"Content-Type": "text/plain"})  # fmt: skip
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type") or "", resp.read(MAX_NOTE)
+    finally:
+        conn.close()
+
+
+def _replace_file(directory: Path, name: str, data: bytes) -> None:
+    """Replace ``directory/name`` crash-safely (temp file, fsync, rename, dir fsync)."""
+    tmp = directory / (name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / name)
+    _fsync_dir(directory)
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -548,6 +717,8 @@ class ReceiptLog:
         signer: Signer | None = None,
         *,
         origin: str | None = None,
+        witnesses: Sequence[WitnessEndpoint] | None = None,
+        witness_timeout: float = 5.0,
     ) -> None:
         if signer is not None and not isinstance(signer, Signer):
             raise ArgumentTypeError("signer= must be an erasure_receipts.Signer")
@@ -589,6 +760,12 @@ class ReceiptLog:
                 f"signer ({signer.key_id[:16]}); a log has one key",
                 reason="wrong_key",
             )
+        self.witnesses: list[WitnessEndpoint] = (
+            list(witnesses) if witnesses is not None else _conf_witnesses(conf, self.directory)
+        )
+        """Where each new checkpoint is sent for cosignatures (``log.conf``'s
+        ``witnesses`` unless given)."""
+        self.witness_timeout = witness_timeout
 
     def __repr__(self) -> str:
         return f"ReceiptLog({str(self.directory)!r}, origin={self.origin!r})"
@@ -1059,7 +1236,10 @@ class ReceiptLog:
                 )
             items.append((data, leaf_hash(data), rid))
         with self._locked(exclusive=True):
-            return self._append_locked(items)
+            out = self._append_locked(items)
+        if self.witnesses:
+            self.push_witnesses()  # never raises: a witness that is down loses no append
+        return out
 
     def _append_locked(self, items: list[tuple[bytes, bytes, bytes]]) -> list[int]:
         assert self.signer is not None and self._state is not None
@@ -1149,29 +1329,38 @@ class ReceiptLog:
             n = self._state[0]
         yield from read_entries(self.directory, limit=n)
 
-    def inclusion_proof(self, index: int) -> InclusionProof:
-        """RFC 9162 inclusion proof of entry ``index`` against the latest checkpoint,
-        read from the stored subtree roots in O(log n); checked before it is returned."""
+    def inclusion_proof(self, index: int, checkpoint: bytes | None = None) -> InclusionProof:
+        """RFC 9162 inclusion proof of entry ``index`` against the latest checkpoint (or
+        against an older ``checkpoint`` of this log, e.g. its cosigned one), read from the
+        stored subtree roots in O(log n); checked before it is returned."""
         with self._locked(exclusive=self.signer is not None):
             assert self._state is not None
             n = self._state[0]
+            note = self._note
+            if checkpoint is not None:
+                note, n = checkpoint, self._older(checkpoint, n)
             if not 0 <= index < n:
                 raise IndexError(f"entry {index} is outside a log of {n}")
             leaf = self._index_record(index)[0]
             with open(self.directory / TREE, "rb") as fh:
                 perfect = self._perfect(fh)
                 path = audit_path(index, n, lambda lo, hi: subtree_root(lo, hi, perfect))
-            proof = InclusionProof(index, n, leaf, path, self._tree.root(), self._note)
+                root = self._tree.root() if n == self._state[0] else subtree_root(0, n, perfect)
+            proof = InclusionProof(index, n, leaf, path, root, note)
         if not proof.verify():
             raise LogCorruptError(f"{self.directory}: stored tree nodes are damaged")
         return proof
 
-    def consistency_proof(self, old_size: int) -> ConsistencyProof:
+    def consistency_proof(self, old_size: int, checkpoint: bytes | None = None) -> ConsistencyProof:
         """RFC 9162 consistency proof from the log at ``old_size`` entries to the latest
-        checkpoint, in O(log n); checked before it is returned."""
+        checkpoint (or to an older ``checkpoint`` of this log), in O(log n); checked
+        before it is returned."""
         with self._locked(exclusive=self.signer is not None):
             assert self._state is not None
             n = self._state[0]
+            note = self._note
+            if checkpoint is not None:
+                note, n = checkpoint, self._older(checkpoint, n)
             if not 0 <= old_size <= n:
                 raise ConfigurationError(f"the log has {n} entries; no proof from size {old_size}")
             with open(self.directory / TREE, "rb") as fh:
@@ -1182,10 +1371,149 @@ class ReceiptLog:
 
                 path = consistency_path(old_size, n, root)
                 old_root = root(0, old_size) if old_size else EMPTY_ROOT
-            proof = ConsistencyProof(old_size, n, old_root, self._tree.root(), path, self._note)
+                new_root = root(0, n) if n else EMPTY_ROOT
+            proof = ConsistencyProof(old_size, n, old_root, new_root, path, note)
         if not proof.verify():
             raise LogCorruptError(f"{self.directory}: stored tree nodes are damaged")
         return proof
+
+    def _older(self, checkpoint: bytes, n: int) -> int:
+        """Under the lock: the size of ``checkpoint``, a checkpoint of this log whose
+        root is the log's root at its size (``LogError`` otherwise)."""
+        cp = Checkpoint.parse(checkpoint)
+        if cp.origin != self.origin or cp.size > n:
+            raise _bad(f"not a checkpoint of this log ({cp.origin!r}, size {cp.size})")
+        with open(self.directory / TREE, "rb") as fh:
+            perfect = self._perfect(fh)
+            root = subtree_root(0, cp.size, perfect) if cp.size else EMPTY_ROOT
+        if root != cp.root:
+            raise _bad(f"the checkpoint at size {cp.size} is not this log's tree at that size")
+        return cp.size
+
+    # -- witnesses ---------------------------------------------------------------------
+
+    def cosigned(self) -> bytes:
+        """The latest checkpoint the witnesses cosigned, with their cosignatures (the
+        ``cosigned`` file; the latest checkpoint, without cosignatures, if there is
+        none yet)."""
+        try:
+            return _read_small(self.directory / COSIGNED, MAX_NOTE)
+        except InputError:
+            if (self.directory / COSIGNED).exists():
+                raise
+            return self.checkpoint()
+
+    def witness_status(self) -> dict[str, dict[str, Any]]:
+        """Per witness name: ``url``, ``size`` (the tree size the witness last said it
+        holds), ``cosigned_size`` (of its last cosignature), ``error`` (of the last push,
+        or None) and ``at`` (POSIX time of the last push), from ``witnesses.json``."""
+        try:
+            doc = parse_strict(_read_small(self.directory / WITNESSES, 1 << 20))
+        except (InputError, MalformedReceiptError, ValueError, LogError):
+            return {}
+        return doc if type(doc) is dict else {}
+
+    def add_witness(self, witness: WitnessEndpoint) -> None:
+        """Add (or replace, by name) a witness in ``log.conf``: every later append sends
+        its checkpoint there. Call :meth:`push_witnesses` to send the current one."""
+        with self._locked(exclusive=True, sync=False):
+            conf = _read_config(self.directory)
+            ws = [w for w in conf.get("witnesses", []) if w.get("name") != witness.name]
+            ws.append({"name": witness.name, "url": witness.url, "vkey": witness.vkey})
+            conf["witnesses"] = ws
+            _replace_file(self.directory, CONFIG, (json.dumps(conf, indent=2) + "\n").encode())
+        self.witnesses = [w for w in self.witnesses if w.name != witness.name] + [witness]
+
+    def push_witnesses(self) -> dict[str, dict[str, Any]]:
+        """Send the latest checkpoint to every witness (tlog-witness ``add-checkpoint``,
+        with the old size each last reported and a consistency proof; on 409, once more
+        from the size it returns), keep their valid cosignatures in ``cosigned`` and
+        each one's outcome in ``witnesses.json``; returns that status. Never raises for
+        a witness's failure (it is in the status); pushes are serialised by
+        ``witness.lock``."""
+        if fcntl is None:  # pragma: no cover
+            raise LogError(_NO_FLOCK, reason="unsupported_platform")
+        fd = os.open(self.directory / WITNESS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            note = self.checkpoint()
+            cp = Checkpoint.parse(note)
+            status = self.witness_status()
+            lines: dict[str, bytes] = {}
+            try:
+                prev = Checkpoint.parse(self.cosigned())
+                if prev.text == cp.text:
+                    for w in self.witnesses:
+                        lines.update((w.name, x) for x in prev.signature_lines(w.name)[-1:])
+            except (LogError, InputError):
+                pass
+            for w in self.witnesses:
+                st = dict(status.get(w.name) or {})
+                st.update(url=w.url, at=int(time.time()), error=None)
+                try:
+                    line = self._push_one(w, note, cp, st)
+                except (OSError, ValueError, LogError) as exc:
+                    msg = exc.message if isinstance(exc, LogError) else str(exc) or repr(exc)
+                    st["error"] = f"{w.url}: {msg}"
+                else:
+                    lines[w.name] = line
+                    st["cosigned_size"] = cp.size
+                status[w.name] = st
+            if lines:
+                _replace_file(self.directory, COSIGNED, note + b"".join(lines.values()))
+            _replace_file(self.directory, WITNESSES, (json.dumps(status, indent=2) + "\n").encode())
+            return status
+        finally:
+            os.close(fd)
+
+    def _push_one(
+        self, w: WitnessEndpoint, note: bytes, cp: Checkpoint, st: dict[str, Any]
+    ) -> bytes:
+        old = st.get("size")
+        old = old if type(old) is int and 0 <= old <= cp.size else 0
+        for _attempt in range(3):
+            proof = self.consistency_proof(old, note).path if old else []
+            body = b"old %d\n" % old + b"".join(b64encode(h).encode() + b"\n" for h in proof)
+            status, ctype, answer = _post(w.url, body + b"\n" + note, self.witness_timeout)
+            first = answer.decode("utf-8", "replace").split("\n", 1)[0][:200]
+            if status == 200:
+                got = Checkpoint.parse(note + answer)
+                ts = got.cosigned_by(w.name, w.key)  # bad_cosignature if forged
+                if ts is None:
+                    raise LogError("answered 200 without its cosignature", reason="bad_cosignature")
+                st["size"] = cp.size
+                return got.signature_lines(w.name)[-1]
+            if status != 409:
+                raise LogError(f"HTTP {status}: {first}", reason="witness_refused")
+            if not ctype.startswith("text/x.tlog.size") or not first.isdigit():
+                raise LogError(f"HTTP 409 without a tree size: {first}", reason="witness_refused")
+            theirs = int(first)
+            st["size"] = theirs
+            if theirs == old or theirs >= cp.size:
+                raise LogError(
+                    f"HTTP 409: the witness holds a checkpoint of size {theirs} "
+                    + ("with another root (split view?)" if theirs <= cp.size
+                       else f"above this log's {cp.size} (split view?)"),
+                    reason="witness_conflict",
+                )  # fmt: skip
+            old = theirs
+        raise LogError("the witness kept answering 409", reason="witness_conflict")
+
+
+def _conf_witnesses(conf: dict[str, Any], directory: Path) -> list[WitnessEndpoint]:
+    out = []
+    ws = conf.get("witnesses", [])
+    if type(ws) is not list:
+        raise LogError(f"{directory / CONFIG}: witnesses is not a list", reason="malformed_log")
+    for w in ws:
+        try:
+            out.append(WitnessEndpoint.from_vkey(w["vkey"], w["url"]))
+        except (KeyError, TypeError, ConfigurationError, LogError) as exc:
+            raise LogError(
+                f"{directory / CONFIG}: a witness entry is not {{name, url, vkey}} ({exc})",
+                reason="malformed_log",
+            ) from None
+    return out
 
 
 def _tail_is_incomplete(fh: BinaryIO, pos: int) -> bool:
@@ -1565,16 +1893,29 @@ class LogCheck:
 
     Raises ``InputError`` if the log cannot be read, another :class:`Error` if its
     checkpoint is malformed or not signed by one of ``trust``'s receipt signers (never an
-    approver)."""
+    approver). With a witness ``policy`` (:class:`erasure_receipts.policy.Policy`), the
+    trusted checkpoint is the log's latest cosigned one, accepted by the policy (its
+    logs and quorum) instead: a ``WitnessError`` names why not."""
 
-    def __init__(self, path: str, trust: TrustStore) -> None:
+    def __init__(self, path: str, trust: TrustStore, policy: Any = None) -> None:
         from .verify import _display
 
         self.name = _display(path)
         self.log = ReceiptLog(path)
-        self.checkpoint = Checkpoint.parse(self.log.checkpoint())
-        self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
+        self.policy = policy
+        if policy is None:
+            self.checkpoint = Checkpoint.parse(self.log.checkpoint())
+            self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
+        else:  # a witness Policy: its logs and quorum, on the latest cosigned checkpoint
+            self.checkpoint = Checkpoint.parse(self.log.cosigned())
+            policy.check(self.checkpoint)
         self.size = self.checkpoint.size
+
+    def witnessed(self, data: bytes) -> bool:
+        """With a policy: whether these bytes are in the log, though after the latest
+        cosigned checkpoint (appended, not yet witnessed)."""
+        i = self.log.index_of(data)
+        return self.policy is not None and i is not None and i >= self.size
 
     def index_of(self, data: bytes) -> int | None:
         """The entry index of these exact bytes, if the inclusion proof against the

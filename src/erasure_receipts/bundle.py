@@ -18,14 +18,17 @@ quorum of witnesses cosigned it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .digest import leaf_hash, verify_inclusion
 from .errors import LogError, WitnessError
-from .log import MAX_NOTE, Checkpoint, ReceiptLog
+from .note import MAX_NOTE, Checkpoint
 from .policy import Policy, PolicyResult
 from .signing import b64decode, b64encode
 from .verify import TrustStore, VerifiedReceipt, verify_receipt
+
+if TYPE_CHECKING:
+    from .log import ReceiptLog
 
 __all__ = ["HEADER", "ProofBundle", "VerifiedBundle", "build_bundle", "verify_bundle"]
 
@@ -37,15 +40,22 @@ def _bad(why: str) -> WitnessError:
     return WitnessError(f"malformed tlog-proof: {why}", reason="malformed_proof")
 
 
-@dataclass(frozen=True)
 class ProofBundle:
     """A parsed tlog-proof: entry ``index``, the inclusion ``path`` (leaf's sibling
     first), the ``checkpoint`` note and the unauthenticated ``extra`` data."""
 
-    index: int
-    path: tuple[bytes, ...]
-    checkpoint: bytes
-    extra: bytes | None = None
+    __slots__ = ("checkpoint", "extra", "index", "path")
+
+    def __init__(
+        self, index: int, path: tuple[bytes, ...], checkpoint: bytes, extra: bytes | None = None
+    ) -> None:
+        self.index, self.path, self.checkpoint, self.extra = index, path, checkpoint, extra
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ProofBundle) and self.to_bytes() == other.to_bytes()
+
+    def __hash__(self) -> int:
+        return hash(self.to_bytes())
 
     def to_bytes(self) -> bytes:
         """The tlog-proof text."""
@@ -60,55 +70,60 @@ class ProofBundle:
     def parse(cls, data: bytes) -> ProofBundle:
         """Strictly parse a tlog-proof; ``WitnessError`` "malformed_proof" otherwise (the
         checkpoint is parsed, its signatures are not checked here)."""
-        if not isinstance(data, bytes) or not data:
-            raise _bad("empty")
-        if len(data) > MAX_BUNDLE:
-            raise _bad(f"over {MAX_BUNDLE} bytes")
-        head, sep, note = data.partition(b"\n\n")
-        if not sep:
-            raise _bad("no empty line before the checkpoint")
-        lines = head.split(b"\n")
-        if lines[0] != HEADER:
-            raise _bad(f"the first line is not {HEADER.decode()}")
-        rest = lines[1:]
-        extra = None
-        if rest and rest[0].startswith(b"extra "):
-            try:
-                extra = b64decode(rest[0][6:].decode("ascii"))
-            except (ValueError, UnicodeDecodeError):
-                raise _bad("the extra line is not base64") from None
-            rest = rest[1:]
-        if not rest or not rest[0].startswith(b"index "):
-            raise _bad("no 'index N' line")
-        num = rest[0][6:]
-        if not (num.isascii() and num.isdigit()) or len(num) > 19 or num[:1] == b"0" != num:
-            raise _bad("the index is not a decimal without leading zeros")
-        if len(rest) - 1 > 64:
-            raise _bad("more than 64 inclusion proof hashes")
-        path = []
-        for line in rest[1:]:
-            try:
-                h = b64decode(line.decode("ascii"))
-            except (ValueError, UnicodeDecodeError):
-                raise _bad("an inclusion proof line is not base64") from None
-            if len(h) != 32:
-                raise _bad("an inclusion proof line is not a 32-byte hash")
-            path.append(h)
+        return _parse(data)[0]
+
+
+def _parse(data: bytes) -> tuple[ProofBundle, Checkpoint]:
+    """Parse a tlog-proof once: the bundle and its parsed checkpoint."""
+    if not isinstance(data, bytes) or not data:
+        raise _bad("empty")
+    if len(data) > MAX_BUNDLE:
+        raise _bad(f"over {MAX_BUNDLE} bytes")
+    head, sep, note = data.partition(b"\n\n")
+    if not sep:
+        raise _bad("no empty line before the checkpoint")
+    lines = head.split(b"\n")
+    if lines[0] != HEADER:
+        raise _bad(f"the first line is not {HEADER.decode()}")
+    rest = lines[1:]
+    extra = None
+    if rest and rest[0].startswith(b"extra "):
         try:
-            Checkpoint.parse(note)
-        except LogError as exc:
-            raise _bad(exc.message) from None
-        return cls(int(num), tuple(path), note, extra)
+            extra = b64decode(rest[0][6:].decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            raise _bad("the extra line is not base64") from None
+        rest = rest[1:]
+    if not rest or not rest[0].startswith(b"index "):
+        raise _bad("no 'index N' line")
+    num = rest[0][6:]
+    if not (num.isascii() and num.isdigit()) or len(num) > 19 or num[:1] == b"0" != num:
+        raise _bad("the index is not a decimal without leading zeros")
+    if len(rest) - 1 > 64:
+        raise _bad("more than 64 inclusion proof hashes")
+    path = []
+    for line in rest[1:]:
+        try:
+            h = b64decode(line.decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            raise _bad("an inclusion proof line is not base64") from None
+        if len(h) != 32:
+            raise _bad("an inclusion proof line is not a 32-byte hash")
+        path.append(h)
+    try:
+        cp = Checkpoint.parse(note)
+    except LogError as exc:
+        raise _bad(exc.message) from None
+    return ProofBundle(int(num), tuple(path), note, extra), cp
 
 
-@dataclass(frozen=True)
 class VerifiedBundle:
     """What :func:`verify_bundle` established: the verified receipt, its entry index,
     and the checkpoint the policy accepted (origin, size, root, cosigners)."""
 
-    receipt: VerifiedReceipt
-    index: int
-    checkpoint: PolicyResult
+    __slots__ = ("checkpoint", "index", "receipt")
+
+    def __init__(self, receipt: VerifiedReceipt, index: int, checkpoint: PolicyResult) -> None:
+        self.receipt, self.index, self.checkpoint = receipt, index, checkpoint
 
 
 def build_bundle(log: ReceiptLog, receipt: bytes) -> bytes:
@@ -140,8 +155,7 @@ def verify_bundle(
     (``proof_mismatch``), then the checkpoint against ``policy`` (``unknown_log``,
     ``bad_log_signature``, ``bad_cosignature``, ``quorum_not_met``)."""
     v = verify_receipt(receipt, trust)
-    b = ProofBundle.parse(bundle)
-    cp = Checkpoint.parse(b.checkpoint)
+    b, cp = _parse(bundle)
     leaf = leaf_hash(receipt)
     if not (b.index < cp.size and verify_inclusion(b.index, cp.size, leaf, b.path, cp.root)):
         raise WitnessError(

@@ -19,10 +19,9 @@ of the reason codes of RECEIPT_SPEC.md, "Receipt log", "Witnesses".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from .errors import LogError, WitnessError
-from .log import NOTE_COSIGNATURE, NOTE_ED25519, Checkpoint, parse_vkey
+from .note import NOTE_COSIGNATURE, NOTE_ED25519, Checkpoint, parse_vkey
 from .signing import PublicKey
 
 __all__ = ["MAX_POLICY", "Policy", "PolicyResult", "PolicyWitness"]
@@ -32,26 +31,30 @@ _LIMIT = 256
 """At most this many logs, witnesses and groups each (the spec recommends >= 32)."""
 
 
-@dataclass(frozen=True)
 class PolicyWitness:
     """A ``witness`` line: the policy's local ``name``, the cosigner's key name (as in
     its signature lines), its key and optional URL (a tlog-witness submission prefix)."""
 
-    name: str
-    key_name: str
-    key: PublicKey
-    url: str | None = None
+    __slots__ = ("key", "key_name", "name", "url")
+
+    def __init__(self, name: str, key_name: str, key: PublicKey, url: str | None = None) -> None:
+        self.name, self.key_name, self.key, self.url = name, key_name, key, url
+
+    def __repr__(self) -> str:
+        return f"PolicyWitness({self.name!r}, {self.key_name!r})"
 
 
-@dataclass(frozen=True)
 class PolicyResult:
     """A checkpoint the policy accepted: its origin and size, and the witnesses (policy
     names) whose cosignatures verified, with their timestamps."""
 
-    origin: str
-    size: int
-    root: bytes
-    cosigners: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("cosigners", "origin", "root", "size")
+
+    def __init__(self, origin: str, size: int, root: bytes, cosigners: dict[str, int]) -> None:
+        self.origin, self.size, self.root, self.cosigners = origin, size, root, cosigners
+
+    def __repr__(self) -> str:
+        return f"PolicyResult({self.origin!r}, {self.size}, cosigners={sorted(self.cosigners)})"
 
 
 def _bad(lineno: int, why: str) -> WitnessError:

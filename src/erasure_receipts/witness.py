@@ -31,16 +31,8 @@ from pathlib import Path
 
 from .digest import EMPTY_ROOT, verify_consistency
 from .errors import ConfigurationError, InputError, LogError, WitnessError
-from .log import (
-    MAX_NOTE,
-    Checkpoint,
-    _check_name,
-    _fsync_dir,
-    _read_small,
-    _write_all,
-    cosign,
-    cosigner_vkey,
-)
+from .log import _fsync_dir, _read_small, _write_all
+from .note import MAX_NOTE, Checkpoint, _check_name, cosign, cosigner_vkey
 from .signing import PublicKey, Signer, b64decode
 
 try:

@@ -64,6 +64,7 @@ MODULES = (
     "erasure_receipts.policy",
     "erasure_receipts.witness",
     "erasure_receipts.bundle",
+    "erasure_receipts.note",
     "erasure_receipts.index",
     "erasure_receipts.report",
     "erasure_receipts.explain",

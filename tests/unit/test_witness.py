@@ -9,6 +9,7 @@ import base64
 import hashlib
 import struct
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from erasure_receipts.errors import LogError, WitnessError
 from erasure_receipts.log import (
     Checkpoint,
     ReceiptLog,
+    WitnessEndpoint,
     cosign,
     cosignature_key_id,
     cosignature_message,
@@ -29,7 +31,7 @@ from erasure_receipts.log import (
 from erasure_receipts.policy import Policy
 from erasure_receipts.receipt import Receipt
 from erasure_receipts.signing import Signer
-from erasure_receipts.witness import Witness, parse_add_checkpoint, watch
+from erasure_receipts.witness import Witness, parse_add_checkpoint, serve, watch
 from receipt_factory import make_receipt, make_statement
 
 ORIGIN = "example.com/erasures"
@@ -286,3 +288,27 @@ def test_watch_finds_a_split_view() -> None:
     assert [f.reason for f in found] == ["split_view", "unknown_log"]
     found = watch([("a", a)], keys, proofs=[("copy", lambda size: (5, b"\x09" * 32))])
     assert [f.reason for f in found] == ["not_consistent"]
+
+
+def test_a_push_whose_answer_was_lost_is_caught_up(tmp_path: Path, log: ReceiptLog) -> None:
+    """The witness stored a checkpoint but its answer never reached the log (the log's
+    status is older): the push gets 409 with that size and succeeds from it."""
+    w = Witness(tmp_path / "w", W1, "w1.example", {ORIGIN: LOG_KEY.public_key})
+    urls: list[str] = []
+    threading.Thread(target=serve, args=(w,), kwargs={"ready": urls.append}, daemon=True).start()
+    while not urls:
+        time.sleep(0.01)
+    endpoint = WitnessEndpoint("w1.example", W1.public_key, urls[0])
+    rl = ReceiptLog(log.directory, LOG_KEY, witnesses=[endpoint])
+    rl.append(rec(10))
+    assert rl.witness_status()["w1.example"]["size"] == 4
+    quiet = ReceiptLog(log.directory, LOG_KEY, witnesses=[])
+    quiet.append(rec(11))
+    assert w.add_checkpoint(request(quiet, 4)).status == 200  # the answer "lost"
+    status = rl.push_witnesses()["w1.example"]
+    assert status["error"] is None and status["cosigned_size"] == 5
+    cp = Checkpoint.parse(rl.cosigned())
+    assert cp.size == 5 and cp.cosigned_by("w1.example", W1.public_key) is not None
+    quiet.append(rec(12))
+    other = Witness(tmp_path / "w", W1, "w1.example", {ORIGIN: LOG_KEY.public_key})
+    assert other.latest(ORIGIN).size == 5  # type: ignore[union-attr]

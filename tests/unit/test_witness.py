@@ -312,3 +312,13 @@ def test_a_push_whose_answer_was_lost_is_caught_up(tmp_path: Path, log: ReceiptL
     quiet.append(rec(12))
     other = Witness(tmp_path / "w", W1, "w1.example", {ORIGIN: LOG_KEY.public_key})
     assert other.latest(ORIGIN).size == 5  # type: ignore[union-attr]
+
+
+def test_every_witness_reason_code_is_in_the_spec() -> None:
+    spec = (Path(__file__).resolve().parents[2] / "RECEIPT_SPEC.md").read_text("utf-8")
+    section = spec[spec.index("### 10.8 Witnesses") :]
+    doc = WitnessError.__doc__ or ""
+    codes = [c.strip("`,. ") for c in doc.split("``")[1::2]]
+    assert len(codes) >= 12
+    missing = [c for c in codes if c not in section]
+    assert missing == []

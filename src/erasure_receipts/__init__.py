@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         ThreadErasedError,
         UntrustedKeyError,
         VerificationError,
+        WitnessError,
     )
     from .log import ReceiptLog
     from .privacy import CommitmentKey
@@ -103,6 +104,7 @@ _LAZY = {
     "ThreadErasedError": "errors",
     "UntrustedKeyError": "errors",
     "VerificationError": "errors",
+    "WitnessError": "errors",
     "Receipt": "receipt",
     "AttestingSqliteSaver": "_savers.sqlite",
     "AsyncAttestingSqliteSaver": "_savers.sqlite",
@@ -212,6 +214,7 @@ __all__ = [
     "VectorStoreTarget",
     "VerificationError",
     "VerifiedReceipt",
+    "WitnessError",
     "__version__",
     "authorize",
     "encode_row",

@@ -42,6 +42,7 @@ __all__ = [
     "ThreadErasedError",
     "UntrustedKeyError",
     "VerificationError",
+    "WitnessError",
 ]
 
 
@@ -300,6 +301,17 @@ class LogConflictError(LogError):
     """A different receipt with the same receipt id is already in the log."""
 
     reason = "log_conflict"
+
+
+class WitnessError(LogError):
+    """A witness, a cosignature, a witness policy or an offline proof refused a checkpoint
+    (or could not be used). ``reason`` is a stable code (RECEIPT_SPEC.md, "Receipt log",
+    "Witnesses"): ``unknown_log``, ``bad_log_signature``, ``bad_cosignature``,
+    ``quorum_not_met``, ``not_witnessed``, ``split_view``, ``malformed_policy``,
+    ``malformed_proof``, ``proof_mismatch``, ``bad_request``, ``witness_conflict``,
+    ``bad_consistency_proof``, ``unknown_origin``, ``witness_corrupt``."""
+
+    reason = "witness_error"
 
 
 class NothingToRedactError(NothingToEraseError):

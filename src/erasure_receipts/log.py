@@ -43,6 +43,7 @@ import json
 import os
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -70,6 +71,31 @@ from .errors import (
     LogError,
     MalformedReceiptError,
 )
+from .note import (
+    EM_DASH as EM_DASH,
+)
+from .note import (
+    MAX_NOTE as MAX_NOTE,
+)
+from .note import (
+    MAX_SIGNATURES as MAX_SIGNATURES,
+)
+from .note import (
+    NOTE_COSIGNATURE,
+    Checkpoint,
+    _bad,
+    _check_name,
+    cosign,
+    cosignature_key_id,
+    cosignature_message,
+    cosigner_vkey,
+    note_key_id,
+    parse_vkey,
+    verifier_key,
+)
+from .note import (
+    NOTE_ED25519 as NOTE_ED25519,
+)
 from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
 from .verify import TrustStore
@@ -84,11 +110,6 @@ _NO_FLOCK = (
     "appenders across processes; this platform has no fcntl, so logs are read-only here"
 )
 
-try:  # the builtin module (hashlib would load OpenSSL's wrapper too)
-    from _sha256 import sha256  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import sha256
-
 __all__ = [
     "FORMAT",
     "Checkpoint",
@@ -101,10 +122,16 @@ __all__ = [
     "LogProblem",
     "LogReport",
     "ReceiptLog",
+    "WitnessEndpoint",
+    "cosign",
+    "cosignature_key_id",
+    "cosignature_message",
+    "cosigner_vkey",
     "entry_spans",
     "is_log",
     "note_key_id",
     "parallel_receipt_check",
+    "parse_vkey",
     "read_entries",
     "verifier_key",
     "verify_log",
@@ -115,198 +142,69 @@ MAGIC = b"erasure-receipts-log v1\n"
 CONFIG, ENTRIES, CHECKPOINT, TREE, INDEX, LOCK = (
     "log.conf", "entries", "checkpoint", "tree", "index", "lock",
 )  # fmt: skip
+COSIGNED, WITNESSES, WITNESS_LOCK = "cosigned", "witnesses.json", "witness.lock"
 TAG_ENTRY, TAG_CHECKPOINT = 0x45, 0x43  # "E", "C"
 _HEAD = struct.Struct(">BI")
 _HASH = 32
 _INDEX = struct.Struct(">32sQ16s")  # leaf hash, record offset, receipt id (UUID bytes)
-MAX_NOTE = 64 * 1024
-MAX_SIGNATURES = 100
-NOTE_ED25519 = 0x01
-"""C2SP signed-note signature type of Ed25519."""
-EM_DASH = "\u2014"
 
 
-# -- C2SP signed notes and tlog checkpoints -------------------------------------------------
+class WitnessEndpoint:
+    """A witness a log sends its checkpoints to: the cosigner ``name`` and ``key`` (from
+    its verifier key) and ``url``, its tlog-witness submission prefix."""
 
+    __slots__ = ("key", "name", "url")
 
-def note_key_id(name: str, key: PublicKey) -> bytes:
-    """C2SP signed-note key ID of an Ed25519 key under ``name``:
-    ``SHA-256(name || 0x0A || 0x01 || public key)[:4]``."""
-    digest: bytes = sha256(name.encode("utf-8") + b"\n\x01" + key.raw).digest()
-    return digest[:4]
-
-
-def verifier_key(name: str, key: PublicKey) -> str:
-    """The verifier key string of Go's ``golang.org/x/mod/sumdb/note`` and the C2SP
-    tooling: ``<name>+<hex key ID>+<base64(0x01 || public key)>``."""
-    return f"{name}+{note_key_id(name, key).hex()}+{b64encode(bytes([NOTE_ED25519]) + key.raw)}"
-
-
-def _check_name(name: str, what: str = "origin") -> str:
-    if type(name) is not str or not name or len(name) > 256:
-        raise LogError(f"{what} must be 1-256 characters", reason="bad_origin")
-    if "+" in name or any(c.isspace() or not c.isprintable() for c in name):
-        raise LogError(
-            f"{what} {name!r} must not contain spaces, '+' or control characters "
-            "(C2SP signed-note key names)",
-            reason="bad_origin",
-        )
-    return name
-
-
-def _bad(message: str) -> LogError:
-    return LogError(message, reason="bad_checkpoint")
-
-
-class Checkpoint:
-    """A parsed C2SP checkpoint: ``origin``, tree ``size`` and ``root`` (32 bytes).
-
-    Parsing checks the format only; :meth:`verify` checks the note signature against
-    keys the caller trusts (a checkpoint means nothing until then). ``raw`` is the note
-    as given; ``text`` the signed part (the three lines and their newlines)."""
-
-    __slots__ = ("origin", "raw", "root", "signatures", "size", "text")
-
-    origin: str
-    size: int
-    root: bytes
-    text: bytes
-    raw: bytes
-    signatures: tuple[tuple[str, bytes, bytes], ...]
-    """``(key name, 4-byte key ID, signature)`` of every signature line."""
-
-    def __init__(
-        self,
-        origin: str,
-        size: int,
-        root: bytes,
-        text: bytes,
-        raw: bytes,
-        signatures: tuple[tuple[str, bytes, bytes], ...],
-    ) -> None:
-        self.origin, self.size, self.root = origin, size, root
-        self.text, self.raw, self.signatures = text, raw, signatures
-
-    def __repr__(self) -> str:
-        return (
-            f"Checkpoint(origin={self.origin!r}, size={self.size}, root={self.root.hex()[:16]}...)"
-        )
+    def __init__(self, name: str, key: PublicKey, url: str) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"a witness URL is http:// or https://, not {url[:60]!r}")
+        self.name, self.key, self.url = _check_name(name, "witness name"), key, url.rstrip("/")
 
     @classmethod
-    def parse(cls, data: bytes) -> Checkpoint:
-        """Strictly parse a signed checkpoint note; ``LogError`` "bad_checkpoint" if it is
-        not one (C2SP signed-note: UTF-8, no control characters but newline, text and
-        signatures separated by the last blank line; tlog-checkpoint: origin, decimal
-        size without leading zeros, base64 of a 32-byte root)."""
-        if not isinstance(data, bytes | bytearray) or not data:
-            raise _bad("a checkpoint is non-empty bytes")
-        data = bytes(data)
-        if len(data) > MAX_NOTE:
-            raise _bad(f"checkpoint is over {MAX_NOTE} bytes")
-        try:
-            note = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad("checkpoint is not UTF-8") from None
-        if any(c < " " and c != "\n" for c in note) or "\x7f" in note:
-            raise _bad("checkpoint contains control characters")
-        if not note.endswith("\n"):
-            raise _bad("checkpoint does not end with a newline")
-        split = note.rfind("\n\n")
-        if split < 0:
-            raise _bad("checkpoint has no signatures (no blank line)")
-        text, sig_block = note[: split + 1], note[split + 2 :]
-        lines = text[:-1].split("\n")
-        if len(lines) < 3 or not all(lines):
-            raise _bad("checkpoint text needs origin, size and root hash lines, none empty")
-        origin, size_text, root_text = lines[0], lines[1], lines[2]
-        if (
-            not (size_text.isascii() and size_text.isdigit())
-            or len(size_text) > 19
-            or (size_text != "0" and size_text.startswith("0"))
-        ):
-            raise _bad(f"checkpoint tree size {size_text!r} is not a decimal without zeros")
-        try:
-            root = b64decode(root_text)
-        except ValueError:
-            raise _bad("checkpoint root hash is not canonical base64") from None
-        if len(root) != 32:
-            raise _bad("checkpoint root hash is not 32 bytes")
-        sigs: list[tuple[str, bytes, bytes]] = []
-        sig_lines = sig_block[:-1].split("\n") if sig_block else []
-        if not sig_lines or len(sig_lines) > MAX_SIGNATURES:
-            raise _bad(f"checkpoint needs 1-{MAX_SIGNATURES} signature lines")
-        for line in sig_lines:
-            head, _, rest = line.partition(" ")
-            name, _, b64 = rest.partition(" ")
-            if head != EM_DASH or not name or not b64 or " " in b64:
-                raise _bad("malformed checkpoint signature line")
-            if "+" in name or any(c.isspace() for c in name):
-                raise _bad("malformed key name in a checkpoint signature line")
-            try:
-                blob = b64decode(b64)
-            except ValueError:
-                raise _bad("checkpoint signature is not canonical base64") from None
-            if len(blob) < 5:
-                raise _bad("checkpoint signature is too short")
-            sigs.append((name, blob[:4], blob[4:]))
-        return cls(origin, int(size_text), root, text.encode("utf-8"), data, tuple(sigs))
+    def from_vkey(cls, vkey: str, url: str) -> WitnessEndpoint:
+        """From the witness's verifier key (type 0x04) and URL."""
+        name, kind, key = parse_vkey(vkey)
+        if kind != NOTE_COSIGNATURE:
+            raise LogError(f"{vkey[:60]!r} is not a cosigner key (type 0x04)", reason="bad_vkey")
+        return cls(name, key, url)
 
-    def signed_by(self, key: PublicKey) -> bool | None:
-        """Whether this key signed the note under the origin as key name: None if no
-        signature line names it (other signatures, e.g. witnesses', are ignored, as the
-        signed-note specification requires), else whether its signature verifies."""
-        kid = note_key_id(self.origin, key)
-        found: bool | None = None
-        for name, sid, sig in self.signatures:
-            if name == self.origin and sid == kid:
-                if not key.verify(sig, self.text):
-                    return False
-                found = True
-        return found
+    @property
+    def vkey(self) -> str:
+        """The witness's verifier key."""
+        return cosigner_vkey(self.name, self.key)
 
-    def verify(self, keys: Iterable[PublicKey]) -> PublicKey:
-        """The trusted key that signed this checkpoint; ``LogError`` "bad_checkpoint"
-        if a trusted key's signature fails or none of them signed it."""
-        keys = list(keys)
-        for key in keys:
-            ok = self.signed_by(key)
-            if ok is False:
-                raise _bad(f"checkpoint signature by key {key.key_id[:16]} does not verify")
-            if ok:
-                return key
-        raise _bad(
-            f"checkpoint of {self.origin!r} is not signed by a trusted key "
-            f"(signed by {', '.join(n + '+' + i.hex() for n, i, _ in self.signatures)})"
-        )
+    def __repr__(self) -> str:
+        return f"WitnessEndpoint({self.name!r}, {self.url!r})"
 
-    def verify_trusted(self, trust: TrustStore) -> PublicKey:
-        """:meth:`verify` with the keys a trust store lets sign logs (its receipt
-        signers); a checkpoint signed only by one of its approvers is refused by name."""
-        try:
-            return self.verify(trust.log_keys())
-        except LogError:
-            approvers = [
-                tk.name or tk.key.key_id[:16]
-                for tk in trust
-                if tk.role == "approver" and self.signed_by(tk.key)
-            ]
-            if approvers:
-                raise _bad(
-                    f"checkpoint of {self.origin!r} is signed by {approvers[0]!r}, an approver "
-                    "key: approvers sign erasure authorizations, never receipt logs (only keys "
-                    "with role signer may sign a log's checkpoints)"
-                ) from None
-            raise
 
-    @staticmethod
-    def sign(origin: str, size: int, root: bytes, signer: Signer) -> bytes:
-        """A signed checkpoint note: ``origin\\nsize\\nbase64(root)\\n\\n— origin sig\\n``."""
-        _check_name(origin)
-        if size < 0 or len(root) != 32:
-            raise ConfigurationError("a checkpoint needs a size >= 0 and a 32-byte root")
-        text = f"{origin}\n{size}\n{b64encode(root)}\n".encode()
-        blob = note_key_id(origin, signer.public_key) + signer.sign(text)
-        return text + f"\n{EM_DASH} {origin} {b64encode(blob)}\n".encode()
+def _post(url: str, body: bytes, timeout: float) -> tuple[int, str, bytes]:
+    """POST ``body`` (standard library HTTP client); ``(status, content type, body)``."""
+    import http.client
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(url)
+    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    conn = cls(u.hostname or "", u.port, timeout=timeout)
+    try:
+        conn.request("POST", (u.path or "") + "/add-checkpoint", body,
+                     {"Content-Type": "text/plain"})  # fmt: skip
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type") or "", resp.read(MAX_NOTE)
+    finally:
+        conn.close()
+
+
+def _replace_file(directory: Path, name: str, data: bytes) -> None:
+    """Replace ``directory/name`` crash-safely (temp file, fsync, rename, dir fsync)."""
+    tmp = directory / (name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / name)
+    _fsync_dir(directory)
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -548,6 +446,8 @@ class ReceiptLog:
         signer: Signer | None = None,
         *,
         origin: str | None = None,
+        witnesses: Sequence[WitnessEndpoint] | None = None,
+        witness_timeout: float = 5.0,
     ) -> None:
         if signer is not None and not isinstance(signer, Signer):
             raise ArgumentTypeError("signer= must be an erasure_receipts.Signer")
@@ -589,6 +489,12 @@ class ReceiptLog:
                 f"signer ({signer.key_id[:16]}); a log has one key",
                 reason="wrong_key",
             )
+        self.witnesses: list[WitnessEndpoint] = (
+            list(witnesses) if witnesses is not None else _conf_witnesses(conf, self.directory)
+        )
+        """Where each new checkpoint is sent for cosignatures (``log.conf``'s
+        ``witnesses`` unless given)."""
+        self.witness_timeout = witness_timeout
 
     def __repr__(self) -> str:
         return f"ReceiptLog({str(self.directory)!r}, origin={self.origin!r})"
@@ -1059,7 +965,10 @@ class ReceiptLog:
                 )
             items.append((data, leaf_hash(data), rid))
         with self._locked(exclusive=True):
-            return self._append_locked(items)
+            out = self._append_locked(items)
+        if self.witnesses:
+            self.push_witnesses()  # never raises: a witness that is down loses no append
+        return out
 
     def _append_locked(self, items: list[tuple[bytes, bytes, bytes]]) -> list[int]:
         assert self.signer is not None and self._state is not None
@@ -1149,29 +1058,38 @@ class ReceiptLog:
             n = self._state[0]
         yield from read_entries(self.directory, limit=n)
 
-    def inclusion_proof(self, index: int) -> InclusionProof:
-        """RFC 9162 inclusion proof of entry ``index`` against the latest checkpoint,
-        read from the stored subtree roots in O(log n); checked before it is returned."""
+    def inclusion_proof(self, index: int, checkpoint: bytes | None = None) -> InclusionProof:
+        """RFC 9162 inclusion proof of entry ``index`` against the latest checkpoint (or
+        against an older ``checkpoint`` of this log, e.g. its cosigned one), read from the
+        stored subtree roots in O(log n); checked before it is returned."""
         with self._locked(exclusive=self.signer is not None):
             assert self._state is not None
             n = self._state[0]
+            note = self._note
+            if checkpoint is not None:
+                note, n = checkpoint, self._older(checkpoint, n)
             if not 0 <= index < n:
                 raise IndexError(f"entry {index} is outside a log of {n}")
             leaf = self._index_record(index)[0]
             with open(self.directory / TREE, "rb") as fh:
                 perfect = self._perfect(fh)
                 path = audit_path(index, n, lambda lo, hi: subtree_root(lo, hi, perfect))
-            proof = InclusionProof(index, n, leaf, path, self._tree.root(), self._note)
+                root = self._tree.root() if n == self._state[0] else subtree_root(0, n, perfect)
+            proof = InclusionProof(index, n, leaf, path, root, note)
         if not proof.verify():
             raise LogCorruptError(f"{self.directory}: stored tree nodes are damaged")
         return proof
 
-    def consistency_proof(self, old_size: int) -> ConsistencyProof:
+    def consistency_proof(self, old_size: int, checkpoint: bytes | None = None) -> ConsistencyProof:
         """RFC 9162 consistency proof from the log at ``old_size`` entries to the latest
-        checkpoint, in O(log n); checked before it is returned."""
+        checkpoint (or to an older ``checkpoint`` of this log), in O(log n); checked
+        before it is returned."""
         with self._locked(exclusive=self.signer is not None):
             assert self._state is not None
             n = self._state[0]
+            note = self._note
+            if checkpoint is not None:
+                note, n = checkpoint, self._older(checkpoint, n)
             if not 0 <= old_size <= n:
                 raise ConfigurationError(f"the log has {n} entries; no proof from size {old_size}")
             with open(self.directory / TREE, "rb") as fh:
@@ -1182,10 +1100,149 @@ class ReceiptLog:
 
                 path = consistency_path(old_size, n, root)
                 old_root = root(0, old_size) if old_size else EMPTY_ROOT
-            proof = ConsistencyProof(old_size, n, old_root, self._tree.root(), path, self._note)
+                new_root = root(0, n) if n else EMPTY_ROOT
+            proof = ConsistencyProof(old_size, n, old_root, new_root, path, note)
         if not proof.verify():
             raise LogCorruptError(f"{self.directory}: stored tree nodes are damaged")
         return proof
+
+    def _older(self, checkpoint: bytes, n: int) -> int:
+        """Under the lock: the size of ``checkpoint``, a checkpoint of this log whose
+        root is the log's root at its size (``LogError`` otherwise)."""
+        cp = Checkpoint.parse(checkpoint)
+        if cp.origin != self.origin or cp.size > n:
+            raise _bad(f"not a checkpoint of this log ({cp.origin!r}, size {cp.size})")
+        with open(self.directory / TREE, "rb") as fh:
+            perfect = self._perfect(fh)
+            root = subtree_root(0, cp.size, perfect) if cp.size else EMPTY_ROOT
+        if root != cp.root:
+            raise _bad(f"the checkpoint at size {cp.size} is not this log's tree at that size")
+        return cp.size
+
+    # -- witnesses ---------------------------------------------------------------------
+
+    def cosigned(self) -> bytes:
+        """The latest checkpoint the witnesses cosigned, with their cosignatures (the
+        ``cosigned`` file; the latest checkpoint, without cosignatures, if there is
+        none yet)."""
+        try:
+            return _read_small(self.directory / COSIGNED, MAX_NOTE)
+        except InputError:
+            if (self.directory / COSIGNED).exists():
+                raise
+            return self.checkpoint()
+
+    def witness_status(self) -> dict[str, dict[str, Any]]:
+        """Per witness name: ``url``, ``size`` (the tree size the witness last said it
+        holds), ``cosigned_size`` (of its last cosignature), ``error`` (of the last push,
+        or None) and ``at`` (POSIX time of the last push), from ``witnesses.json``."""
+        try:
+            doc = parse_strict(_read_small(self.directory / WITNESSES, 1 << 20))
+        except (InputError, MalformedReceiptError, ValueError, LogError):
+            return {}
+        return doc if type(doc) is dict else {}
+
+    def add_witness(self, witness: WitnessEndpoint) -> None:
+        """Add (or replace, by name) a witness in ``log.conf``: every later append sends
+        its checkpoint there. Call :meth:`push_witnesses` to send the current one."""
+        with self._locked(exclusive=True, sync=False):
+            conf = _read_config(self.directory)
+            ws = [w for w in conf.get("witnesses", []) if w.get("name") != witness.name]
+            ws.append({"name": witness.name, "url": witness.url, "vkey": witness.vkey})
+            conf["witnesses"] = ws
+            _replace_file(self.directory, CONFIG, (json.dumps(conf, indent=2) + "\n").encode())
+        self.witnesses = [w for w in self.witnesses if w.name != witness.name] + [witness]
+
+    def push_witnesses(self) -> dict[str, dict[str, Any]]:
+        """Send the latest checkpoint to every witness (tlog-witness ``add-checkpoint``,
+        with the old size each last reported and a consistency proof; on 409, once more
+        from the size it returns), keep their valid cosignatures in ``cosigned`` and
+        each one's outcome in ``witnesses.json``; returns that status. Never raises for
+        a witness's failure (it is in the status); pushes are serialised by
+        ``witness.lock``."""
+        if fcntl is None:  # pragma: no cover
+            raise LogError(_NO_FLOCK, reason="unsupported_platform")
+        fd = os.open(self.directory / WITNESS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            note = self.checkpoint()
+            cp = Checkpoint.parse(note)
+            status = self.witness_status()
+            lines: dict[str, bytes] = {}
+            try:
+                prev = Checkpoint.parse(self.cosigned())
+                if prev.text == cp.text:
+                    for w in self.witnesses:
+                        lines.update((w.name, x) for x in prev.signature_lines(w.name)[-1:])
+            except (LogError, InputError):
+                pass
+            for w in self.witnesses:
+                st = dict(status.get(w.name) or {})
+                st.update(url=w.url, at=int(time.time()), error=None)
+                try:
+                    line = self._push_one(w, note, cp, st)
+                except (OSError, ValueError, LogError) as exc:
+                    msg = exc.message if isinstance(exc, LogError) else str(exc) or repr(exc)
+                    st["error"] = f"{w.url}: {msg}"
+                else:
+                    lines[w.name] = line
+                    st["cosigned_size"] = cp.size
+                status[w.name] = st
+            if lines:
+                _replace_file(self.directory, COSIGNED, note + b"".join(lines.values()))
+            _replace_file(self.directory, WITNESSES, (json.dumps(status, indent=2) + "\n").encode())
+            return status
+        finally:
+            os.close(fd)
+
+    def _push_one(
+        self, w: WitnessEndpoint, note: bytes, cp: Checkpoint, st: dict[str, Any]
+    ) -> bytes:
+        old = st.get("size")
+        old = old if type(old) is int and 0 <= old <= cp.size else 0
+        for _attempt in range(3):
+            proof = self.consistency_proof(old, note).path if old else []
+            body = b"old %d\n" % old + b"".join(b64encode(h).encode() + b"\n" for h in proof)
+            status, ctype, answer = _post(w.url, body + b"\n" + note, self.witness_timeout)
+            first = answer.decode("utf-8", "replace").split("\n", 1)[0][:200]
+            if status == 200:
+                got = Checkpoint.parse(note + answer)
+                ts = got.cosigned_by(w.name, w.key)  # bad_cosignature if forged
+                if ts is None:
+                    raise LogError("answered 200 without its cosignature", reason="bad_cosignature")
+                st["size"] = cp.size
+                return got.signature_lines(w.name)[-1]
+            if status != 409:
+                raise LogError(f"HTTP {status}: {first}", reason="witness_refused")
+            if not ctype.startswith("text/x.tlog.size") or not first.isdigit():
+                raise LogError(f"HTTP 409 without a tree size: {first}", reason="witness_refused")
+            theirs = int(first)
+            st["size"] = theirs
+            if theirs == old or theirs > cp.size:
+                raise LogError(
+                    f"HTTP 409: the witness holds a checkpoint of size {theirs} "
+                    + ("with another root (split view?)" if theirs == old
+                       else f"above this log's {cp.size} (split view?)"),
+                    reason="witness_conflict",
+                )  # fmt: skip
+            old = theirs
+        raise LogError("the witness kept answering 409", reason="witness_conflict")
+
+
+def _conf_witnesses(conf: dict[str, Any], directory: Path) -> list[WitnessEndpoint]:
+    out = []
+    ws = conf.get("witnesses", [])
+    if type(ws) is not list:
+        raise LogError(f"{directory / CONFIG}: witnesses is not a list", reason="malformed_log")
+    for w in ws:
+        try:
+            out.append(WitnessEndpoint.from_vkey(w["vkey"], w["url"]))
+        except (KeyError, TypeError, ConfigurationError, LogError) as exc:
+            raise LogError(
+                f"{directory / CONFIG}: a witness entry is not {{name, url, vkey}} ({exc})",
+                reason="malformed_log",
+            ) from None
+    return out
 
 
 def _tail_is_incomplete(fh: BinaryIO, pos: int) -> bool:
@@ -1565,16 +1622,29 @@ class LogCheck:
 
     Raises ``InputError`` if the log cannot be read, another :class:`Error` if its
     checkpoint is malformed or not signed by one of ``trust``'s receipt signers (never an
-    approver)."""
+    approver). With a witness ``policy`` (:class:`erasure_receipts.policy.Policy`), the
+    trusted checkpoint is the log's latest cosigned one, accepted by the policy (its
+    logs and quorum) instead: a ``WitnessError`` names why not."""
 
-    def __init__(self, path: str, trust: TrustStore) -> None:
+    def __init__(self, path: str, trust: TrustStore, policy: Any = None) -> None:
         from .verify import _display
 
         self.name = _display(path)
         self.log = ReceiptLog(path)
-        self.checkpoint = Checkpoint.parse(self.log.checkpoint())
-        self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
+        self.policy = policy
+        if policy is None:
+            self.checkpoint = Checkpoint.parse(self.log.checkpoint())
+            self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
+        else:  # a witness Policy: its logs and quorum, on the latest cosigned checkpoint
+            self.checkpoint = Checkpoint.parse(self.log.cosigned())
+            policy.check(self.checkpoint)
         self.size = self.checkpoint.size
+
+    def witnessed(self, data: bytes) -> bool:
+        """With a policy: whether these bytes are in the log, though after the latest
+        cosigned checkpoint (appended, not yet witnessed)."""
+        i = self.log.index_of(data)
+        return self.policy is not None and i is not None and i >= self.size
 
     def index_of(self, data: bytes) -> int | None:
         """The entry index of these exact bytes, if the inclusion proof against the

@@ -79,10 +79,15 @@ def test_one_module_per_command_group() -> None:
 
     group = typer.main.get_command(commands.app)
     where = {}
-    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
-        subs = getattr(cmd, "commands", {name: cmd})
-        for sub, c in subs.items():
-            where[f"{name} {sub}" if sub != name else name] = c.callback.__module__
+
+    def walk(prefix: str, cmds: dict[str, Any]) -> None:
+        for name, cmd in cmds.items():
+            if hasattr(cmd, "commands"):
+                walk(f"{prefix}{name} ", cmd.commands)
+            else:
+                where[prefix + name] = cmd.callback.__module__
+
+    walk("", group.commands)  # type: ignore[attr-defined]
     short = {k: v.removeprefix("erasure_receipts._cli.") for k, v in where.items()}
     assert short == {
         "verify": "_app",
@@ -98,10 +103,12 @@ def test_one_module_per_command_group() -> None:
         "defer": "defer", "deferrals": "defer", "release-deferral": "defer",
         "shred": "shred", "encrypt": "shred",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
+        "log bundle": "log", "log witness add": "log", "log witness push": "log",
+        "witness serve": "witness", "witness cosign": "witness", "witness watch": "witness",
         "redact": "redact",
     }  # fmt: skip
     assert list(group.commands)[:3] == ["verify", "keygen", "show"]  # type: ignore[attr-defined]
-    assert list(group.commands)[-2:] == ["trust", "log"]  # type: ignore[attr-defined]
+    assert list(group.commands)[-3:] == ["trust", "log", "witness"]  # type: ignore[attr-defined]
 
 
 # -- trust files ----------------------------------------------------------------------------

@@ -91,6 +91,16 @@ BAD_VALUES: dict[str, list[list[str]]] = {
     "shred": [["db", "--key", "k", "--keystore", "ks", "--archive", "a", "--subject", "s",
                "--json=1"]],
     "encrypt": [["db", "--keystore", "ks", "--master-key", "mk", "--json=1"]],
+    "log bundle": [["log", "r.json", "-o", "o", "--verbose=1"]],
+    "log witness add": [["log", "vkey", "http://x", "--verbose=1"]],
+    "log witness push": [["log", "--json=1"]],
+    "witness serve": [["--log-key", "p", "--origin", "o", "--key", "k", "--name", "n",
+                       "--state", "s", "--allow-remote=1"]],
+    "witness cosign": [["c", "--log-key", "p", "--origin", "o", "--key", "k", "--name", "n",
+                        "--state", "s", "--old", "-1"],
+                       ["c", "--log-key", "p", "--origin", "o", "--key", "k", "--name", "n",
+                        "--state", "s", "--old", "x"]],
+    "witness watch": [["src", "--policy", "p", "--json=1"]],
 }  # fmt: skip
 
 # Required options left out while everything else is given.
@@ -106,6 +116,12 @@ MISSING_OPTION = [
     ("keygen-commitment", [], "'--out'"),
     ("redact", ["db", "--key", "k", "--needles-file", "f"], "'--thread'"),
     ("redact", ["db", "--key", "k", "--thread", "t"], "'--needles-file'"),
+    ("log bundle", ["log", "r.json"], "'--out'"),
+    ("witness cosign", ["c", "--log-key", "p", "--origin", "o", "--key", "k", "--name", "n",
+                        "--state", "s"], "'--old'"),
+    ("witness serve", ["--log-key", "p", "--origin", "o", "--key", "k", "--name", "n"],
+     "'--state'"),
+    ("witness watch", ["src"], "'--policy'"),
 ]  # fmt: skip
 
 
@@ -169,14 +185,14 @@ def test_global_option_and_command_errors() -> None:
     assert "nosuch" in one_line(cli("trust", "nosuch"), 2)
 
 
-@pytest.mark.parametrize("name", ["", *sorted(COMMANDS), "log", "trust"])
+@pytest.mark.parametrize("name", ["", *sorted(COMMANDS), "log", "trust", "witness", "log witness"])
 def test_help_still_works(name: str) -> None:
     res = cli(*name.split(), "--help")
     assert res.exit_code == 0, res.stderr
     assert "Usage" in res.stdout and res.stderr == ""
 
 
-@pytest.mark.parametrize("group", ["", "log", "trust"])
+@pytest.mark.parametrize("group", ["", "log", "trust", "witness", "log witness"])
 def test_a_group_without_a_command_shows_its_help(group: str) -> None:
     res = cli(*group.split())
     assert res.exit_code == 2 and "Usage" in res.stderr
@@ -325,6 +341,23 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "shred": (["shred", X, "--key", "{key}", "--keystore", "{dir}/ks", "--archive",
                "{dir}/archive", "--subject", "s", "--master-key", "{dir}/mk"], ALL),
     "encrypt": (["encrypt", X, "--keystore", "{dir}/ks", "--master-key", "{dir}/mk"], ALL),
+    "log bundle": (["log", "bundle", X, "{receipt}", "-o", "{dir}/b-{n}"], ("missing",)),
+    "log bundle RECEIPT": (["log", "bundle", "{log}", X, "-o", "{dir}/b-{n}"], ALL),
+    "log witness add": (["log", "witness", "add", X, "w+00000000+AA", "http://x"],
+                        ("missing",)),
+    "log witness push": (["log", "witness", "push", X], ("missing",)),
+    "witness serve --key": (["witness", "serve", "--log-key", "{pub}", "--origin", "o",
+                             "--key", X, "--name", "w", "--state", "{dir}/ws-{n}"], ALL),
+    "witness serve --log-key": (["witness", "serve", "--log-key", X, "--origin", "o",
+                                 "--key", "{key}", "--name", "w", "--state", "{dir}/ws-{n}"],
+                                ALL),
+    "witness cosign": (["witness", "cosign", X, "--log-key", "{pub}", "--origin", "o",
+                        "--key", "{key}", "--name", "w", "--state", "{dir}/ws-{n}",
+                        "--old", "0"], ALL),
+    "witness cosign --proof": (["witness", "cosign", "{receipt}", "--log-key", "{pub}",
+                                "--origin", "o", "--key", "{key}", "--name", "w", "--state",
+                                "{dir}/ws-{n}", "--old", "0", "--proof", X], ALL),
+    "witness watch --policy": (["witness", "watch", "{log}", "--policy", X], ALL),
 }  # fmt: skip
 
 
@@ -349,8 +382,8 @@ def alarm() -> Iterator[None]:
 
 
 def test_unreadable_table_covers_every_command() -> None:
-    named = {case.split()[0] if case.split()[0] not in ("log", "trust") else
-             " ".join(case.split()[:2]) for case in UNREADABLE}  # fmt: skip
+    named = {next(" ".join(case.split()[:k]) for k in (3, 2, 1)
+                  if " ".join(case.split()[:k]) in COMMANDS) for case in UNREADABLE}  # fmt: skip
     # keygen and keygen-commitment read no file.
     assert named == set(COMMANDS) - {"keygen", "keygen-commitment"}
 

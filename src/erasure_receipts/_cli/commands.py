@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (they register commands)
     report,
     retention,
     shred,
+    witness,
 )
 from ._app import app
 
@@ -29,4 +30,4 @@ _ORDER = (
 """Each group module registers its own commands; the help page keeps one fixed order."""
 
 app.registered_commands.sort(key=lambda c: _ORDER.index(getattr(c.callback, "__name__", "")))
-app.registered_groups.sort(key=lambda g: ("trust", "log").index(g.name or ""))
+app.registered_groups.sort(key=lambda g: ("trust", "log", "witness").index(g.name or ""))

@@ -1,10 +1,11 @@
-"""``receipt log append|verify|prove|checkpoint``: receipt logs."""
+"""``receipt log append|verify|prove|checkpoint|bundle``, ``receipt log witness
+add|push``: receipt logs and the witnesses that cosign them."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,14 +23,16 @@ from ._app import (
     PasswordEnv,
     TrustOption,
     Verbose,
+    _check_out,
     _Group,
     _load_signer,
     _log_errors,
     _trusted,
+    _write_out,
     app,
 )
 from ._base import _die, _emit_json, _run
-from .verify_fast import EXIT_INVALID, EXIT_IO
+from .verify_fast import EXIT_INVALID, EXIT_IO, EXIT_USAGE
 
 # -- receipt logs ---------------------------------------------------------------------------
 
@@ -88,12 +91,17 @@ def log_append(
     if as_json:
         _emit_json({"ok": True, "exit_code": 0, "log": _display(str(log)), "origin": rl.origin,
                     "tree_size": size, "entries": entries,
-                    "checkpoint": note.decode("utf-8")})  # fmt: skip
+                    "checkpoint": note.decode("utf-8"),
+                    "witnesses": rl.witness_status() if rl.witnesses else {}})  # fmt: skip
         return
     for e in entries:
         typer.echo(
             f"{e['file']}  entry {e['index']}" + ("" if e["new"] else " (already in the log)")
         )
+    for n, st in rl.witness_status().items():
+        if st.get("error") and any(w.name == n for w in rl.witnesses):
+            typer.echo(f"witness {n}: not cosigned, pending ({st['error']}); the entries are "
+                       "in the log: `receipt log witness push` retries", err=True)  # fmt: skip
     added = sum(1 for e in entries if e["new"])
     typer.echo(f"{added} appended, {len(entries) - added} already present; {size} entries in "
                f"{_display(str(log))}", err=True)  # fmt: skip
@@ -109,13 +117,19 @@ def log_verify(
         typer.Option("--checkpoint", help="an older checkpoint of this log: prove consistency"),
     ] = None,
     jobs: JobsOption = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option("--policy", help="witness policy the latest checkpoint must meet"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print failures only")] = False,
     verbose: Verbose = False,
 ) -> None:
     """Audit a log: recompute the tree from every stored receipt, check every checkpoint
     and the signed head (by a trusted key), verify every receipt, and with --checkpoint
-    prove the log extends that older checkpoint. Exit 1 names the first bad entry."""
+    prove the log extends that older checkpoint. With --policy, the latest checkpoint
+    must be cosigned (the `cosigned` file) by the policy's quorum of witnesses. Exit 1
+    names the first bad entry."""
     from .._batch import default_jobs
     from ..log import MAX_NOTE, parallel_receipt_check, verify_log
 
@@ -133,9 +147,12 @@ def log_verify(
         if len(old) > MAX_NOTE:
             _die(f"{_display(str(checkpoint))}: not a checkpoint (over {MAX_NOTE} bytes)",
                  EXIT_INVALID, reason="bad_checkpoint")  # fmt: skip
+    pol = _policy(policy) if policy is not None else None
     check = parallel_receipt_check(log, trusted, jobs if jobs is not None else default_jobs())
     with _log_errors():
         report = verify_log(log, trusted, old_checkpoint=old, check_receipts=check)
+        if pol is not None and report.ok:
+            _check_witnessed(log, pol, report)
     shown = _display(str(log))
     code = 0 if report.ok else EXIT_INVALID
     if report.tail_bytes and report.ok:
@@ -159,6 +176,9 @@ def log_verify(
             f"{report.origin!r} signed by a trusted key, {report.receipts_verified} receipts "
             "verified"
         )
+        if pol is not None:
+            typer.echo(f"OK    the latest checkpoint meets the witness policy "
+                       f"({pol.describe(pol.quorum)})")  # fmt: skip
         if report.consistency is not None:
             c = report.consistency
             typer.echo(
@@ -248,3 +268,126 @@ def log_checkpoint(
         return
     sys.stdout.buffer.write(note)
     sys.stdout.flush()
+
+
+def _policy(path: Path) -> Any:
+    """A parsed --policy file (unreadable: exit 3; malformed: exit 2)."""
+    from ..policy import Policy
+
+    try:
+        return Policy.parse(_read_input(str(path)))
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except Error as exc:
+        _die(f"--policy {_display(str(path))}: {exc.message}", EXIT_USAGE, reason=exc.reason)
+
+
+def _check_witnessed(log: Path, policy: Any, report: Any) -> None:
+    """``log verify --policy``: the cosigned checkpoint meets the policy, is this log's
+    tree at its size, and is the latest checkpoint (else ``not_witnessed``)."""
+    from ..log import Checkpoint, ReceiptLog
+
+    rl = ReceiptLog(log)
+    try:
+        cp = Checkpoint.parse(rl.cosigned())
+        policy.check(cp)
+        if cp.size > rl.size or rl.consistency_proof(cp.size).old_root != cp.root:
+            report.add(None, "split_view", f"the cosigned checkpoint (size {cp.size}) is not "
+                       "this log's tree at that size")  # fmt: skip
+        elif cp.size < report.tree_size:
+            report.add(cp.size, "not_witnessed",
+                       f"the latest checkpoint (size {report.tree_size}) is not cosigned; the "
+                       f"witnesses last cosigned size {cp.size} (see `receipt log witness "
+                       "push`)")  # fmt: skip
+    except Error as exc:
+        report.add(None, exc.reason, f"cosigned checkpoint: {exc.message}")
+
+
+@log_app.command("bundle")
+def log_bundle(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    receipt: Annotated[Path, typer.Argument(help="receipt file (its exact bytes)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="the tlog-proof file to write")],
+    verbose: Verbose = False,
+) -> None:
+    """Write an offline proof (C2SP tlog-proof) of a receipt: its index, its inclusion
+    proof and the log's latest cosigned checkpoint. `receipt verify RECEIPT --proof OUT
+    --key PUB.pem --policy POLICY` checks it without the log."""
+    from ..bundle import build_bundle
+    from ..log import ReceiptLog
+
+    _check_out(out)
+    try:
+        data = _read_input(str(receipt))
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except Error as exc:
+        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+             reason=exc.reason)  # fmt: skip
+    with _log_errors():
+        blob = build_bundle(ReceiptLog(log), data)
+    _write_out(out, blob)
+    typer.echo(f"wrote {_display(str(out))}", err=True)
+
+
+log_witness_app = typer.Typer(
+    cls=_Group,
+    help="The witnesses a log sends its checkpoints to (C2SP tlog-witness).",
+    no_args_is_help=True,
+)
+log_app.add_typer(log_witness_app, name="witness")
+
+
+@log_witness_app.command("add")
+def log_witness_add(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    vkey: Annotated[str, typer.Argument(help="the witness's verifier key (name+id+key)")],
+    url: Annotated[str, typer.Argument(help="the witness's URL (submission prefix)")],
+    verbose: Verbose = False,
+) -> None:
+    """Add a witness to the log's log.conf: every append then sends its new checkpoint
+    there and keeps the cosignature (in `cosigned`). Run `receipt log witness push` to
+    send the current checkpoint now."""
+    from ..log import ReceiptLog, WitnessEndpoint
+
+    with _log_errors():
+        rl = ReceiptLog(log)
+        try:
+            w = WitnessEndpoint.from_vkey(vkey, url)
+        except Error as exc:
+            _die(exc.message, EXIT_USAGE, reason=exc.reason)
+        rl.add_witness(w)
+    typer.echo(f"witness {w.name} ({w.url}) added to {_display(str(log))}", err=True)
+
+
+@log_witness_app.command("push")
+def log_witness_push(
+    log: Annotated[Path, typer.Argument(help="log directory")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Send the latest checkpoint to every witness of the log and keep their
+    cosignatures; prints each witness's status. Exit 1 if any witness failed (the
+    log itself is unchanged)."""
+    from ..log import Checkpoint, ReceiptLog
+
+    _run.json = as_json
+    with _log_errors():
+        rl = ReceiptLog(log)
+        if not rl.witnesses:
+            _die(f"{_display(str(log))} has no witnesses (receipt log witness add)", EXIT_USAGE,
+                 reason="no_witnesses")  # fmt: skip
+        status = rl.push_witnesses()
+        size = Checkpoint.parse(rl.checkpoint()).size
+    failed = [n for n in status if status[n].get("error")]
+    code = EXIT_INVALID if failed else 0
+    if as_json:
+        _emit_json({"ok": not failed, "exit_code": code, "tree_size": size, "witnesses": status})
+        raise typer.Exit(code)
+    for n, st in status.items():
+        if st.get("error"):
+            typer.echo(f"FAIL  {n}: {st['error']} (cosigned up to size "
+                       f"{st.get('cosigned_size', 0)}; pending)")  # fmt: skip
+        else:
+            typer.echo(f"OK    {n}: cosigned size {st['cosigned_size']}")
+    raise typer.Exit(code)

@@ -51,6 +51,13 @@ options:
   --log LOG          also check each receipt is in this receipt log (its checkpoint
                      must be signed by a key the trust file lets sign logs):
                      RFC 9162 inclusion proof
+  --policy FILE      with --log: the log's latest cosigned checkpoint must meet this
+                     witness policy (C2SP tlog-policy: logs, witnesses, quorum),
+                     and the receipt must be in it; with --proof: the policy the
+                     proof's checkpoint must meet
+  --proof FILE       verify one receipt offline with its tlog-proof (from
+                     `receipt log bundle`): the receipt, its inclusion in the
+                     proof's checkpoint, and that checkpoint against --policy
   --require-authorization
                      fail a receipt without an authorization signed by an approver
                      of the trust file (four eyes); needs --trust
@@ -73,6 +80,8 @@ class _VerifyArgs:
         self.key: list[str] = []
         self.trust: str | None = None
         self.log: str | None = None
+        self.policy: str | None = None
+        self.proof: str | None = None
         self.jobs: int | None = None
         self.json = self.quiet = self.verbose = self.help = False
         self.require_authorization = False
@@ -99,7 +108,7 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
             name, eq, value = arg.partition("=")
             if name == "-j":
                 name = "--jobs"
-            if name not in ("--key", "--trust", "--log", "--jobs"):
+            if name not in ("--key", "--trust", "--log", "--jobs", "--policy", "--proof"):
                 raise _UsageError(f"unrecognized option {arg!r}")
             if not eq:
                 value = next(it, "")
@@ -109,10 +118,13 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
                 raise _UsageError(f"{name} needs an argument")
             if name == "--key":
                 a.key.append(value)
-            elif name in ("--log", "--jobs") and getattr(a, name[2:]) is not None:
+            elif (
+                name in ("--log", "--jobs", "--policy", "--proof")
+                and getattr(a, name[2:]) is not None
+            ):
                 raise _UsageError(f"{name} may be given once")
-            elif name == "--log":
-                a.log = value
+            elif name in ("--log", "--policy", "--proof"):
+                setattr(a, name[2:], value)
             elif name == "--jobs":
                 if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 1024:
                     raise _UsageError(f"--jobs needs a number of processes (1-1024), not {value!r}")
@@ -135,6 +147,13 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
         )
     if a.explain and a.json:
         raise _UsageError("--explain and --json are mutually exclusive (--explain is for people)")
+    if a.policy is not None and a.log is None and a.proof is None and not a.help:
+        raise _UsageError("--policy needs --log LOG or --proof FILE")
+    if a.proof is not None and not a.help:
+        if a.policy is None:
+            raise _UsageError("--proof needs --policy: the logs and witnesses to trust")
+        if a.log is not None or len(a.paths) != 1 or a.explain:
+            raise _UsageError("--proof verifies one receipt file, without --log or --explain")
     if a.paths.count("-") > 1:
         raise _UsageError('"-" (standard input) may be given once')
     return a
@@ -213,7 +232,12 @@ def _verify_file(
             res.update(request=v.request, approver=v.approver,
                        approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
         if log is not None:
-            if index is None:
+            if index is None and log.policy is not None and log.witnessed(data):
+                msg = (f"verified and in the log {log.name}, but after its latest cosigned "
+                       f"checkpoint (size {log.size}): not yet witnessed")  # fmt: skip
+                res = {"file": res["file"], "verified": False, "reason": "not_witnessed",
+                       "message": msg}  # fmt: skip
+            elif index is None:
                 res = {"file": res["file"], "verified": False, "reason": "not_in_log",
                        "message": f"verified, but not in the log {log.name} "
                                   f"(checkpoint size {log.size})"}  # fmt: skip
@@ -371,16 +395,30 @@ def verify_main(argv: Sequence[str]) -> int:
     files = list(_expand(args.paths, [*args.key, *([args.trust] if args.trust else [])]))
     if not files:
         return _fail_early("no receipt files found", EXIT_USAGE, as_json)
+    policy = None
+    if args.policy is not None:
+        try:
+            from ..policy import Policy
+
+            policy = Policy.parse(read_input(args.policy))
+        except InputError as exc:
+            return _fail_early(f"--policy: {exc.message}", EXIT_IO, as_json)
+        except Error as exc:
+            return _fail_early(f"--policy {_display(args.policy)}: {exc.message}", EXIT_USAGE,
+                               as_json)  # fmt: skip
+    if args.proof is not None:
+        return _verify_proof(files[0], args.proof, trust, policy, args.json, args.quiet)
     log = None
     if args.log is not None:
         try:
             from ..log import LogCheck
 
-            log = LogCheck(args.log, trust)
+            log = LogCheck(args.log, trust, policy)
         except InputError as exc:
             return _fail_early(f"--log: {exc.message}", EXIT_IO, as_json)
         except Error as exc:
-            return _fail_early(f"--log {_display(args.log)}: {exc.message}", EXIT_INVALID, as_json)
+            return _fail_early(f"--log {_display(args.log)}: [{exc.reason}] {exc.message}",
+                               EXIT_INVALID, as_json)  # fmt: skip
     if args.explain:
         return _explain_all(files, trust, log, args.require_authorization, args.quiet)
     progress = _Progress(len(files))
@@ -415,6 +453,47 @@ def verify_main(argv: Sequence[str]) -> int:
             f"{counts['unreadable']} unreadable",
             file=sys.stderr,
         )
+    return code
+
+
+def _verify_proof(
+    path: str, proof: str, trust: TrustStore, policy: Any, as_json: bool, quiet: bool
+) -> int:
+    """``--proof``: one receipt and its tlog-proof, offline (no log)."""
+    from ..bundle import verify_bundle
+
+    shown = _display(path)
+    res: dict[str, Any] = {"file": shown, "proof": _display(proof)}
+    try:
+        data = _read_arg(path)
+        bundle = read_input(proof)
+        vb = verify_bundle(data, bundle, trust, policy)
+    except InputError as exc:
+        code = EXIT_IO
+        res.update(verified=False, reason=exc.reason, message=exc.message)
+    except Error as exc:
+        code = EXIT_INVALID
+        res.update(verified=False, reason=exc.reason, message=exc.message)
+    else:
+        code = EXIT_OK
+        cp = vb.checkpoint
+        res.update(verified=True, reason="ok", receipt_id=vb.receipt.receipt_id,
+                   thread_id=vb.receipt.thread_id, log_index=vb.index, origin=cp.origin,
+                   tree_size=cp.size, root=cp.root.hex(),
+                   cosigners=sorted(cp.cosigners))  # fmt: skip
+    if as_json:
+        doc = {"ok": code == EXIT_OK, "exit_code": code, "results": [res]}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
+    elif code == EXIT_OK:
+        if not quiet:
+            who = ", ".join(res["cosigners"]) or "no witness (quorum none)"
+            sys.stdout.write(
+                f"OK    {shown}: receipt {res['receipt_id']} is entry {res['log_index']} of "
+                f"{res['tree_size']} in {res['origin']!r}, checkpoint cosigned by {who} "
+                "(verified offline)\n"
+            )
+    else:
+        sys.stdout.write(f"FAIL  {shown}: [{res['reason']}] {res['message']}\n")
     return code
 
 

@@ -482,6 +482,8 @@ def _verify_proof(
                    tree_size=cp.size, root=cp.root.hex(),
                    cosigners=sorted(cp.cosigners))  # fmt: skip
     if as_json:
+        import json  # only here: a plain verify does not pay for it
+
         doc = {"ok": code == EXIT_OK, "exit_code": code, "results": [res]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
     elif code == EXIT_OK:

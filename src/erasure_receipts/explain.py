@@ -132,6 +132,14 @@ _WHY_SHRED = {
     "provided no copy of the key survives (above).",
 }
 
+_WHY_DEFERRAL = {
+    "backups": "nothing was erased: the retained rows are in the database and its backups "
+    "as before; when the retention ends and the rows are erased, restoring a backup "
+    "older than that erasure brings them back (receipt replay).",
+    "replicas": "nothing was erased: replicas and copies hold the retained rows as before.",
+    "point_in_time_recovery": "nothing was erased: recovery archives hold the rows as before.",
+}
+
 _REASON_WORDS = {code: meaning for code, _, meaning in REASONS}
 
 _NEEDLES_SEARCHED = {
@@ -619,10 +627,10 @@ def _checks(v: VerifiedReceipt) -> list[str]:
 
 def _not_covered(p: dict[str, Any]) -> list[str]:
     out = []
-    shred = p.get("kind") == "shred"
+    special = {"shred": _WHY_SHRED, "deferral": _WHY_DEFERRAL}.get(p.get("kind", ""), {})
     for o in p.get("out_of_scope") or ():
         i = o.get("id", "")
-        why = (_WHY_SHRED.get(i) if shred else None) or _WHY.get(i)
+        why = special.get(i) or _WHY.get(i)
         out.append(
             f"- {OUT_OF_SCOPE_WORDS.get(i, i)} [{i}]: {o.get('note', '')}"
             + (f" Why it matters: {why}" if why else "")

@@ -214,6 +214,8 @@ def test_a_subject_deferral_with_a_request_is_told_as_a_decision() -> None:
     assert "the end of the retention (until) is after the moment the decision was signed" in text
     assert "erasure began" not in text and "the erased rows" not in text
     assert "measured in one read snapshot; nothing deleted" in text
+    assert "brings the data back; after a restore, repeat the erasure" not in text
+    assert "nothing was erased: the retained rows are in the database and its backups" in text
     check_facts(text, p)
 
 

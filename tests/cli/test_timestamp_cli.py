@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from erasure_receipts.log import ReceiptLog, verifier_key
@@ -27,6 +28,7 @@ from tsa_helpers import OPENSSL, UTC, Pki, serve_tsa
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="needs the openssl command")
 
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 CLI = "from erasure_receipts.cli import main; main()"
 ORIGIN = "example.com/erasures"
 
@@ -111,6 +113,8 @@ def test_stamp_then_verify_reports_issued_no_later_than(env: Env) -> None:
     bound = doc["results"][0]["issued_no_later_than"]
     assert bound.endswith("Z") and doc["results"][3]["issued_no_later_than"] is None
     assert doc["results"][0]["issued_at"] < bound
+    schema = json.loads((SCHEMAS / "verify-result.schema.json").read_text("utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(doc)
     p = run("verify", *env.files, "--key", env.pub, "--log", env.log, *env.trust())
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

@@ -249,3 +249,11 @@ def test_the_imprint_is_sha256_of_the_note_text() -> None:
     cp = Checkpoint.parse(note)
     assert imprint(cp.text) == hashlib.sha256(note.split(b"\n\n")[0] + b"\n").digest()
 
+
+def test_every_timestamp_reason_code_is_in_the_spec() -> None:
+    spec = (Path(__file__).resolve().parents[2] / "RECEIPT_SPEC.md").read_text("utf-8")
+    section = spec[spec.index("### 10.9 Trusted time") :]
+    doc = TimestampError.__doc__ or ""
+    codes = [c.strip("`,. ") for c in doc.split("``")[1::2]]
+    assert len(codes) >= 7
+    assert [c for c in codes if c not in section] == []

@@ -13,7 +13,11 @@ its RFC 9162 inclusion proof and the log's cosigned checkpoint, in one text file
 verify`` does), that its exact bytes are entry ``index`` (leaf ``SHA-256(0x00 ||
 receipt bytes)``, as the log stores it) of the checkpoint's tree, and the checkpoint
 against a witness :class:`~erasure_receipts.policy.Policy` (a listed log signed it, the
-quorum of witnesses cosigned it).
+quorum of witnesses cosigned it). When the log holds an RFC 3161 time-stamp of that
+checkpoint (``receipt log timestamp``), the bundle carries it as its ``extra`` data:
+``extra`` is unauthenticated, which suits a token, as the token authenticates itself
+(the TSA's signature over SHA-256 of the checkpoint's text); :func:`verify_bundle`
+checks it only against a TSA the caller trusts.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from .verify import TrustStore, VerifiedReceipt, verify_receipt
 
 if TYPE_CHECKING:
     from .log import ReceiptLog
+    from .timestamp import TsaTrust, VerifiedTimestamp
 
 __all__ = ["HEADER", "ProofBundle", "VerifiedBundle", "build_bundle", "verify_bundle"]
 
@@ -118,12 +123,20 @@ def _parse(data: bytes) -> tuple[ProofBundle, Checkpoint]:
 
 class VerifiedBundle:
     """What :func:`verify_bundle` established: the verified receipt, its entry index,
-    and the checkpoint the policy accepted (origin, size, root, cosigners)."""
+    the checkpoint the policy accepted (origin, size, root, cosigners) and, with a
+    trusted TSA, the checkpoint's verified time-stamp (None: the bundle has none)."""
 
-    __slots__ = ("checkpoint", "index", "receipt")
+    __slots__ = ("checkpoint", "index", "receipt", "timestamp")
 
-    def __init__(self, receipt: VerifiedReceipt, index: int, checkpoint: PolicyResult) -> None:
+    def __init__(
+        self,
+        receipt: VerifiedReceipt,
+        index: int,
+        checkpoint: PolicyResult,
+        timestamp: VerifiedTimestamp | None = None,
+    ) -> None:
         self.receipt, self.index, self.checkpoint = receipt, index, checkpoint
+        self.timestamp = timestamp
 
 
 def build_bundle(log: ReceiptLog, receipt: bytes) -> bytes:
@@ -143,17 +156,21 @@ def build_bundle(log: ReceiptLog, receipt: bytes) -> bytes:
             reason="not_witnessed",
         )
     proof = log.inclusion_proof(index, note)
-    return ProofBundle(index, tuple(proof.audit_path), note).to_bytes()
+    token = log.timestamp_token(cp.size)
+    return ProofBundle(index, tuple(proof.audit_path), note, token).to_bytes()
 
 
 def verify_bundle(
-    receipt: bytes, bundle: bytes, trust: TrustStore, policy: Policy
+    receipt: bytes, bundle: bytes, trust: TrustStore, policy: Policy, tsa: TsaTrust | None = None
 ) -> VerifiedBundle:
     """Verify a receipt with its tlog-proof, offline: the receipt (``verify_receipt``
     with ``trust``; its errors as they are), the bundle's form (``malformed_proof``),
     the inclusion of the receipt's exact bytes at ``index`` in the checkpoint's tree
     (``proof_mismatch``), then the checkpoint against ``policy`` (``unknown_log``,
-    ``bad_log_signature``, ``bad_cosignature``, ``quorum_not_met``)."""
+    ``bad_log_signature``, ``bad_cosignature``, ``quorum_not_met``). With ``tsa``, the
+    ``extra`` data, if any, must be a time-stamp of the checkpoint by that TSA
+    (``TimestampError``, :meth:`~erasure_receipts.timestamp.TsaTrust.verify`) and the
+    receipt's ``issued_at`` must not be after it (``issued_after_timestamp``)."""
     v = verify_receipt(receipt, trust)
     b, cp = _parse(bundle)
     leaf = leaf_hash(receipt)
@@ -164,4 +181,10 @@ def verify_bundle(
             reason="proof_mismatch",
         )
     result = policy.check(cp)
-    return VerifiedBundle(v, b.index, result)
+    stamp = None
+    if tsa is not None and b.extra is not None:
+        from .timestamp import check_issued_at
+
+        stamp = tsa.verify(b.extra, cp.text)
+        check_issued_at(v.issued_at, stamp, cp.size)
+    return VerifiedBundle(v, b.index, result, stamp)

@@ -40,6 +40,7 @@ __all__ = [
     "ReceiptSemanticsError",
     "SignatureError",
     "ThreadErasedError",
+    "TimestampError",
     "UntrustedKeyError",
     "VerificationError",
     "WitnessError",
@@ -312,6 +313,16 @@ class WitnessError(LogError):
     ``bad_consistency_proof``, ``unknown_origin``, ``witness_corrupt``."""
 
     reason = "witness_error"
+
+
+class TimestampError(LogError):
+    """An RFC 3161 time-stamp on a log checkpoint could not be obtained, or does not
+    verify against the configured TSA certificate, or contradicts a receipt's time.
+    ``reason`` is a stable code (RECEIPT_SPEC.md, "Trusted time"): ``tsa_unreachable``,
+    ``tsa_refused``, ``malformed_timestamp``, ``timestamp_mismatch``, ``untrusted_tsa``,
+    ``tsa_cert_not_valid``, ``issued_after_timestamp``."""
+
+    reason = "timestamp_error"
 
 
 class NothingToRedactError(NothingToEraseError):

@@ -47,7 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .canonical import MAX_INPUT_BYTES, parse_strict
 from .digest import (
@@ -100,6 +100,9 @@ from .receipt import Receipt
 from .signing import PublicKey, Signer, b64decode, b64encode
 from .verify import TrustStore
 
+if TYPE_CHECKING:
+    from .timestamp import TsaClient, TsaTrust, VerifiedTimestamp
+
 try:  # POSIX (Linux, macOS); absent on Windows, where logs are read-only (_NO_FLOCK)
     import fcntl
 except ImportError:  # pragma: no cover - in a subprocess (unit/test_platform_fallbacks)
@@ -143,6 +146,8 @@ CONFIG, ENTRIES, CHECKPOINT, TREE, INDEX, LOCK = (
     "log.conf", "entries", "checkpoint", "tree", "index", "lock",
 )  # fmt: skip
 COSIGNED, WITNESSES, WITNESS_LOCK = "cosigned", "witnesses.json", "witness.lock"
+TIMESTAMPS = "timestamps"
+"""Directory of RFC 3161 time-stamp responses, ``<tree size>.tsr`` each."""
 TAG_ENTRY, TAG_CHECKPOINT = 0x45, 0x43  # "E", "C"
 _HEAD = struct.Struct(">BI")
 _HASH = 32
@@ -1228,6 +1233,47 @@ class ReceiptLog:
             old = theirs
         raise LogError("the witness kept answering 409", reason="witness_conflict")
 
+    # -- trusted time ------------------------------------------------------------------
+
+    def timestamp(self, tsa: TsaClient) -> tuple[int, bytes]:
+        """Time-stamp the latest checkpoint with an RFC 3161 TSA (the imprint is SHA-256
+        of its note text) and keep the response as ``timestamps/<size>.tsr``, replaced
+        crash-safely (temp file, fsync, rename, directory fsync); returns ``(size,
+        response)``. Needs no signing key: a token authenticates itself. The TSA is
+        asked outside the log's lock; ``TimestampError`` if it cannot be obtained."""
+        cp = Checkpoint.parse(self.checkpoint())
+        token = tsa.stamp(cp.text)
+        d = self.directory / TIMESTAMPS
+        if not d.is_dir():
+            d.mkdir(exist_ok=True)
+            _fsync_dir(self.directory)
+        _replace_file(d, f"{cp.size}.tsr", token)
+        return cp.size, token
+
+    def timestamp_sizes(self) -> list[int]:
+        """The tree sizes whose checkpoints have a stored time-stamp, ascending."""
+        try:
+            names = os.listdir(self.directory / TIMESTAMPS)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise InputError(f"cannot read {self.directory / TIMESTAMPS}: {exc}") from None
+        out = []
+        for n in names:
+            num, dot, ext = n.partition(".")
+            if ext == "tsr" and dot and num.isascii() and num.isdigit() and str(int(num)) == num:
+                out.append(int(num))
+        return sorted(out)
+
+    def timestamp_token(self, size: int) -> bytes | None:
+        """The stored time-stamp response of the checkpoint of ``size``, or None."""
+        from .timestamp import MAX_TOKEN
+
+        path = self.directory / TIMESTAMPS / f"{size}.tsr"
+        if not path.exists():
+            return None
+        return _read_small(path, MAX_TOKEN)
+
 
 def _conf_witnesses(conf: dict[str, Any], directory: Path) -> list[WitnessEndpoint]:
     out = []
@@ -1624,14 +1670,19 @@ class LogCheck:
     checkpoint is malformed or not signed by one of ``trust``'s receipt signers (never an
     approver). With a witness ``policy`` (:class:`erasure_receipts.policy.Policy`), the
     trusted checkpoint is the log's latest cosigned one, accepted by the policy (its
-    logs and quorum) instead: a ``WitnessError`` names why not."""
+    logs and quorum) instead: a ``WitnessError`` names why not. With ``tsa``, the
+    log's time-stamps are checked too (:meth:`timestamp_of`)."""
 
-    def __init__(self, path: str, trust: TrustStore, policy: Any = None) -> None:
+    def __init__(
+        self, path: str, trust: TrustStore, policy: Any = None, tsa: TsaTrust | None = None
+    ) -> None:
         from .verify import _display
 
         self.name = _display(path)
         self.log = ReceiptLog(path)
         self.policy = policy
+        self.tsa = tsa
+        self._stamps: dict[int, VerifiedTimestamp] = {}
         if policy is None:
             self.checkpoint = Checkpoint.parse(self.log.checkpoint())
             self.checkpoint.verify_trusted(trust)  # receipt signers only, never an approver
@@ -1661,3 +1712,33 @@ class LogCheck:
         c = self.log.consistency_proof(self.size)
         same = c.new_size == proof.tree_size and c.new_root == proof.root
         return i if same and c.old_root == self.checkpoint.root and c.verify() else None
+
+    def timestamp_of(self, index: int) -> tuple[int, VerifiedTimestamp] | None:
+        """With ``tsa``: ``(size, verified time-stamp)`` of the earliest time-stamped
+        checkpoint that covers entry ``index`` and is the trusted checkpoint or an
+        ancestor of it (its text is rebuilt from the log's root at that size, proven
+        consistent with the trusted checkpoint); None if none covers it.
+        ``TimestampError`` if that checkpoint's token does not verify."""
+        if self.tsa is None:
+            return None
+        sizes = [s for s in self.log.timestamp_sizes() if index < s <= self.size]
+        if not sizes:
+            return None
+        size = sizes[0]
+        if size not in self._stamps:
+            token = self.log.timestamp_token(size)
+            if token is None:  # removed meanwhile
+                return None
+            self._stamps[size] = self.tsa.verify(token, self._text_at(size))
+        return size, self._stamps[size]
+
+    def _text_at(self, size: int) -> bytes:
+        """The note text of this log's checkpoint at ``size`` <= the trusted size."""
+        cp = self.checkpoint
+        if size == cp.size:
+            return cp.text
+        c = self.log.consistency_proof(size, cp.raw)
+        if not (c.new_root == cp.root and c.new_size == cp.size and c.verify()):
+            raise LogCorruptError(f"{self.name}: the tree at size {size} does not extend "
+                                  "to the trusted checkpoint")  # fmt: skip
+        return f"{cp.origin}\n{size}\n{b64encode(c.old_root)}\n".encode()

@@ -104,6 +104,7 @@ def test_one_module_per_command_group() -> None:
         "shred": "shred", "encrypt": "shred",
         "log append": "log", "log verify": "log", "log prove": "log", "log checkpoint": "log",
         "log bundle": "log", "log witness add": "log", "log witness push": "log",
+        "log timestamp": "log",
         "witness serve": "witness", "witness cosign": "witness", "witness watch": "witness",
         "redact": "redact",
     }  # fmt: skip

@@ -58,6 +58,14 @@ options:
   --proof FILE       verify one receipt offline with its tlog-proof (from
                      `receipt log bundle`): the receipt, its inclusion in the
                      proof's checkpoint, and that checkpoint against --policy
+  --tsa-cert TSA.pem with --log or --proof: check the RFC 3161 time-stamps of the
+                     log's checkpoints (`receipt log timestamp`) against this TSA
+                     certificate, and report for each receipt the time it was
+                     issued no later than; a receipt whose issued_at is after it
+                     fails (issued_after_timestamp)
+  --tsa-root ROOT.pem
+                     the root the TSA certificate chains to (default: the TSA
+                     certificate file's last certificate, if self-signed)
   --require-authorization
                      fail a receipt without an authorization signed by an approver
                      of the trust file (four eyes); needs --trust
@@ -82,6 +90,8 @@ class _VerifyArgs:
         self.log: str | None = None
         self.policy: str | None = None
         self.proof: str | None = None
+        self.tsa_cert: str | None = None
+        self.tsa_root: str | None = None
         self.jobs: int | None = None
         self.json = self.quiet = self.verbose = self.help = False
         self.require_authorization = False
@@ -108,7 +118,8 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
             name, eq, value = arg.partition("=")
             if name == "-j":
                 name = "--jobs"
-            if name not in ("--key", "--trust", "--log", "--jobs", "--policy", "--proof"):
+            if name not in ("--key", "--trust", "--log", "--jobs", "--policy", "--proof",
+                            "--tsa-cert", "--tsa-root"):  # fmt: skip
                 raise _UsageError(f"unrecognized option {arg!r}")
             if not eq:
                 value = next(it, "")
@@ -119,12 +130,12 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
             if name == "--key":
                 a.key.append(value)
             elif (
-                name in ("--log", "--jobs", "--policy", "--proof")
-                and getattr(a, name[2:]) is not None
+                name in ("--log", "--jobs", "--policy", "--proof", "--tsa-cert", "--tsa-root")
+                and getattr(a, name[2:].replace("-", "_")) is not None
             ):
                 raise _UsageError(f"{name} may be given once")
-            elif name in ("--log", "--policy", "--proof"):
-                setattr(a, name[2:], value)
+            elif name in ("--log", "--policy", "--proof", "--tsa-cert", "--tsa-root"):
+                setattr(a, name[2:].replace("-", "_"), value)
             elif name == "--jobs":
                 if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= 1024:
                     raise _UsageError(f"--jobs needs a number of processes (1-1024), not {value!r}")
@@ -154,6 +165,14 @@ def _parse_verify_args(argv: Sequence[str]) -> _VerifyArgs:
             raise _UsageError("--proof needs --policy: the logs and witnesses to trust")
         if a.log is not None or len(a.paths) != 1 or a.explain:
             raise _UsageError("--proof verifies one receipt file, without --log or --explain")
+    if a.tsa_root is not None and a.tsa_cert is None and not a.help:
+        raise _UsageError("--tsa-root needs --tsa-cert")
+    if a.tsa_cert is not None and not a.help:
+        if a.log is None and a.proof is None:
+            raise _UsageError("--tsa-cert needs --log LOG or --proof FILE (the time-stamps "
+                              "are on the log's checkpoints)")  # fmt: skip
+        if a.explain:
+            raise _UsageError("--tsa-cert is not available with --explain")
     if a.paths.count("-") > 1:
         raise _UsageError('"-" (standard input) may be given once')
     return a
@@ -189,6 +208,35 @@ class _Progress:
 _SCOPE_WORDS = {"thread": "thread", "history": "history of thread", "subject": "subject",
                 "namespace": "store namespace", "redaction": "thread",
                 "shred": "shredded key of"}  # fmt: skip
+
+
+def _load_tsa(cert: str, root: str | None) -> Any:
+    """The trusted TSA of --tsa-cert/--tsa-root (imports rfc3161-client's verifier)."""
+    from ..timestamp import TsaTrust
+
+    return TsaTrust(read_input(cert), read_input(root) if root is not None else None)
+
+
+def _time_check(res: dict[str, Any], log: Any, index: int, issued_at: str) -> dict[str, Any]:
+    """With --tsa-cert and --log: the receipt's ``issued_no_later_than`` (None when no
+    time-stamped checkpoint covers it yet), or a failure with the reason."""
+    from ..timestamp import check_issued_at
+
+    found = None
+    try:
+        found = log.timestamp_of(index)
+        if found is not None:
+            check_issued_at(issued_at, found[1], found[0])
+    except Error as exc:
+        out = {"file": res["file"], "verified": False, "reason": exc.reason,
+               "message": exc.message, "log_index": index}  # fmt: skip
+        if found is not None:
+            out.update(issued_at=issued_at, issued_no_later_than=found[1].issued_no_later_than,
+                       timestamp_size=found[0])  # fmt: skip
+        return out
+    res["issued_no_later_than"] = found[1].issued_no_later_than if found else None
+    res["timestamp_size"] = found[0] if found else None
+    return res
 
 
 def _verify_file(
@@ -243,6 +291,8 @@ def _verify_file(
                                   f"(checkpoint size {log.size})"}  # fmt: skip
             else:
                 res["log_index"] = index
+                if log.tsa is not None:
+                    res = _time_check(res, log, index, v.issued_at)
     return res
 
 
@@ -271,6 +321,14 @@ def _ok_line(res: dict[str, Any]) -> str:
         )
         + (f"; carries out deferral {res['deferral_of']}" if "deferral_of" in res else "")
         + (f"; log index {res['log_index']}" if "log_index" in res else "")
+        + (
+            f"; issued no later than {res['issued_no_later_than']} (time-stamped checkpoint "
+            f"of size {res['timestamp_size']})"
+            if res.get("issued_no_later_than")
+            else "; no time-stamped checkpoint covers it yet"
+            if "issued_no_later_than" in res
+            else ""
+        )
         + "\n"
     )
 
@@ -406,14 +464,22 @@ def verify_main(argv: Sequence[str]) -> int:
         except Error as exc:
             return _fail_early(f"--policy {_display(args.policy)}: {exc.message}", EXIT_USAGE,
                                as_json)  # fmt: skip
+    tsa = None
+    if args.tsa_cert is not None:
+        try:
+            tsa = _load_tsa(args.tsa_cert, args.tsa_root)
+        except InputError as exc:
+            return _fail_early(f"--tsa-cert: {exc.message}", EXIT_IO, as_json)
+        except Error as exc:
+            return _fail_early(f"--tsa-cert: {exc.message}", EXIT_USAGE, as_json)
     if args.proof is not None:
-        return _verify_proof(files[0], args.proof, trust, policy, args.json, args.quiet)
+        return _verify_proof(files[0], args.proof, trust, policy, args.json, args.quiet, tsa)
     log = None
     if args.log is not None:
         try:
             from ..log import LogCheck
 
-            log = LogCheck(args.log, trust, policy)
+            log = LogCheck(args.log, trust, policy, tsa)
         except InputError as exc:
             return _fail_early(f"--log: {exc.message}", EXIT_IO, as_json)
         except Error as exc:
@@ -457,7 +523,13 @@ def verify_main(argv: Sequence[str]) -> int:
 
 
 def _verify_proof(
-    path: str, proof: str, trust: TrustStore, policy: Any, as_json: bool, quiet: bool
+    path: str,
+    proof: str,
+    trust: TrustStore,
+    policy: Any,
+    as_json: bool,
+    quiet: bool,
+    tsa: Any = None,
 ) -> int:
     """``--proof``: one receipt and its tlog-proof, offline (no log)."""
     from ..bundle import verify_bundle
@@ -467,7 +539,7 @@ def _verify_proof(
     try:
         data = _read_arg(path)
         bundle = read_input(proof)
-        vb = verify_bundle(data, bundle, trust, policy)
+        vb = verify_bundle(data, bundle, trust, policy, tsa)
     except InputError as exc:
         code = EXIT_IO
         res.update(verified=False, reason=exc.reason, message=exc.message)
@@ -481,6 +553,10 @@ def _verify_proof(
                    thread_id=vb.receipt.thread_id, log_index=vb.index, origin=cp.origin,
                    tree_size=cp.size, root=cp.root.hex(),
                    cosigners=sorted(cp.cosigners))  # fmt: skip
+        if tsa is not None:
+            ts = vb.timestamp
+            res.update(issued_at=vb.receipt.issued_at,
+                       issued_no_later_than=ts.issued_no_later_than if ts else None)  # fmt: skip
     if as_json:
         import json  # only here: a plain verify does not pay for it
 
@@ -492,7 +568,16 @@ def _verify_proof(
             sys.stdout.write(
                 f"OK    {shown}: receipt {res['receipt_id']} is entry {res['log_index']} of "
                 f"{res['tree_size']} in {res['origin']!r}, checkpoint cosigned by {who} "
-                "(verified offline)\n"
+                "(verified offline)"
+                + (
+                    f"; issued no later than {res['issued_no_later_than']} (time-stamped "
+                    "checkpoint)"
+                    if res.get("issued_no_later_than")
+                    else "; the proof carries no time-stamp"
+                    if "issued_no_later_than" in res
+                    else ""
+                )
+                + "\n"
             )
     else:
         sys.stdout.write(f"FAIL  {shown}: [{res['reason']}] {res['message']}\n")

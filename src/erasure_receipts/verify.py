@@ -79,6 +79,28 @@ REASONS: tuple[tuple[str, int, str], ...] = (
     ("authorization_bad_signature", 1, "an approver's signature does not verify"),
     ("authorization_missing", 1, "an authorization was required but the receipt has none"),
     ("not_in_log", 1, "verified, but not in the --log receipt log"),
+    (
+        "not_witnessed",
+        1,
+        "in the log, but after the last cosigned checkpoint",
+    ),
+    ("malformed_proof", 1, "the --proof file is not a tlog-proof bundle"),
+    ("proof_mismatch", 1, "the receipt is not at the proof's index under its checkpoint"),
+    ("bad_checkpoint", 1, "the checkpoint is malformed"),
+    ("bad_origin", 1, "the checkpoint's origin line is malformed"),
+    ("unknown_log", 1, "the checkpoint is not signed by a log the policy lists"),
+    ("bad_log_signature", 1, "the log's signature on the checkpoint does not verify"),
+    ("bad_cosignature", 1, "a witness's cosignature does not verify"),
+    ("quorum_not_met", 1, "the witnesses that cosigned do not meet the policy's quorum"),
+    ("malformed_timestamp", 1, "the RFC 3161 time-stamp is not readable"),
+    ("timestamp_mismatch", 1, "the time-stamp is over another checkpoint"),
+    ("untrusted_tsa", 1, "the time-stamp is not signed by the TSA certificate given"),
+    ("tsa_cert_not_valid", 1, "the time-stamp's time is outside the TSA certificate's validity"),
+    (
+        "issued_after_timestamp",
+        1,
+        "issued_at is after a time-stamped checkpoint holding it",
+    ),
     ("internal_error", 1, "a bug in the verifier"),
 )
 """Every per-file ``reason`` code ``receipt verify`` reports: (code, exit code, meaning).

@@ -24,6 +24,7 @@ import pytest
 
 from erasure_receipts.log import ReceiptLog, verifier_key
 from receipt_factory import TRUSTED, make_receipt, make_statement
+from test_verify_inputs import validator
 from tsa_helpers import OPENSSL, UTC, Pki, serve_tsa
 
 pytestmark = pytest.mark.skipif(OPENSSL is None, reason="needs the openssl command")
@@ -81,7 +82,9 @@ class Env:
     def verify(self, *extra: Any) -> tuple[int, dict[str, Any]]:
         p = run("verify", *self.files, "--key", self.pub, "--log", self.log, "--json", *extra)
         assert "Traceback" not in p.stderr
-        return p.returncode, json.loads(p.stdout)
+        doc = json.loads(p.stdout)
+        validator("verify-result").validate(doc)  # every reason is one the schema lists
+        return p.returncode, doc
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from erasure_receipts.policy import Policy
 from erasure_receipts.signing import Signer
 from erasure_receipts.witness import Witness
 from receipt_factory import ATTACKER, TRUSTED, make_receipt, make_statement
+from test_verify_inputs import validator
 
 CLI = "from erasure_receipts.cli import main; main()"
 ORIGIN = "example.com/erasures"
@@ -311,11 +312,13 @@ def test_a_bundle_verifies_offline_and_its_forgeries_fail(witnessed: Env) -> Non
     assert p.returncode == 0 and "entry 1 of 2" in p.stdout and "w1, w2" in p.stdout, p.stderr
     doc = json.loads(run("verify", receipt, "--proof", proof, *args, "--json").stdout)
     assert doc["ok"] and doc["results"][0]["cosigners"] == ["w1", "w2"]
+    validator("verify-result").validate(doc)
 
     def reason(r: Path, b: Path, *extra: Any) -> str:
         p = run("verify", r, "--proof", b, *args, *extra, "--json")
         doc = json.loads(p.stdout)
         assert p.returncode == doc["exit_code"] and "Traceback" not in p.stderr
+        validator("verify-result").validate(doc)  # every reason is one the schema lists
         return f"{doc['exit_code']} {doc['results'][0]['reason']}"
 
     reformatted = env.d / "reformatted.json"  # same signed statement, other bytes

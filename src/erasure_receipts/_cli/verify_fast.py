@@ -25,7 +25,7 @@ from .._batch import (
 )
 from ..errors import Error, InputError, KeyFormatError, MalformedReceiptError
 from ..signing import PublicKey
-from ..verify import TrustStore, read_input, verify_receipt
+from ..verify import TrustStore, VerifiedReceipt, read_input, verify_receipt
 from ..verify import _display as _display  # re-exported for the typer commands
 
 __all__ = ["EXIT_INVALID", "EXIT_IO", "EXIT_OK", "EXIT_USAGE", "verify_main"]
@@ -239,6 +239,35 @@ def _time_check(res: dict[str, Any], log: Any, index: int, issued_at: str) -> di
     return res
 
 
+def _verified_fields(v: VerifiedReceipt) -> dict[str, Any]:
+    """The result fields of a verified receipt (verify-result.schema.json), every one from
+    its signed statement: the same whether it was checked alone, in a log or by a proof."""
+    p = v.statement["predicate"]
+    rows = p["pre_state"]["leaves"]
+    res: dict[str, Any] = dict(
+        verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
+        kind=p.get("kind", "thread"),
+        status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
+        rows=rows, empty_scope=rows == 0,
+        key_id=v.key_id, key_name=v.key_name, methods=dict(v.methods),
+        residue=[{"action": a, "status": s} for a, s in v.residue],
+    )  # fmt: skip
+    if "kept_state" in p:
+        res["kept_rows"] = p["kept_state"]["leaves"]
+    if "replay_of" in p:
+        res["replay_of"] = p["replay_of"]
+    if "targets" in p:  # RECEIPT_SPEC.md 9.13
+        res["targets"] = [{k: t[k] for k in ("name", "type", "method")} for t in p["targets"]]
+    if "deferral" in p:  # RECEIPT_SPEC.md 9.14: what is retained, why, until when
+        res["deferral"] = dict(p["deferral"])
+    if "deferral_of" in p:
+        res["deferral_of"] = p["deferral_of"]
+    if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
+        res.update(request=v.request, approver=v.approver,
+                   approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
+    return res
+
+
 def _verify_file(
     path: str, trust: TrustStore, verbose: bool, log: Any = None, require_auth: bool = False
 ) -> dict[str, Any]:
@@ -256,29 +285,7 @@ def _verify_file(
             traceback.print_exc()
         res.update(verified=False, reason="internal_error", message=repr(exc))
     else:
-        p = v.statement["predicate"]
-        rows = p["pre_state"]["leaves"]
-        res.update(
-            verified=True, reason="ok", receipt_id=v.receipt_id, thread_id=v.thread_id,
-            kind=p.get("kind", "thread"),
-            status=v.status, issued_at=v.issued_at, pre_digest=v.pre_digest,
-            rows=rows, empty_scope=rows == 0,
-            key_id=v.key_id, key_name=v.key_name, methods=dict(v.methods),
-            residue=[{"action": a, "status": s} for a, s in v.residue],
-        )  # fmt: skip
-        if "kept_state" in p:
-            res["kept_rows"] = p["kept_state"]["leaves"]
-        if "replay_of" in p:
-            res["replay_of"] = p["replay_of"]
-        if "targets" in p:  # RECEIPT_SPEC.md 9.13
-            res["targets"] = [{k: t[k] for k in ("name", "type", "method")} for t in p["targets"]]
-        if "deferral" in p:  # RECEIPT_SPEC.md 9.14: what is retained, why, until when
-            res["deferral"] = dict(p["deferral"])
-        if "deferral_of" in p:
-            res["deferral_of"] = p["deferral_of"]
-        if v.request is not None:  # RECEIPT_SPEC.md 9.6: only receipts with a request
-            res.update(request=v.request, approver=v.approver,
-                       approver_key_id=v.approver_key_id, sla_seconds=v.sla_seconds)  # fmt: skip
+        res.update(_verified_fields(v))
         if log is not None:
             if index is None and log.policy is not None and log.witnessed(data):
                 msg = (f"verified and in the log {log.name}, but after its latest cosigned "
@@ -549,10 +556,9 @@ def _verify_proof(
     else:
         code = EXIT_OK
         cp = vb.checkpoint
-        res.update(verified=True, reason="ok", receipt_id=vb.receipt.receipt_id,
-                   thread_id=vb.receipt.thread_id, log_index=vb.index, origin=cp.origin,
-                   tree_size=cp.size, root=cp.root.hex(),
-                   cosigners=sorted(cp.cosigners))  # fmt: skip
+        res.update(_verified_fields(vb.receipt))
+        res.update(log_index=vb.index, origin=cp.origin, tree_size=cp.size,
+                   root=cp.root.hex(), cosigners=sorted(cp.cosigners))  # fmt: skip
         if tsa is not None:
             ts = vb.timestamp
             res.update(issued_at=vb.receipt.issued_at,
@@ -560,7 +566,9 @@ def _verify_proof(
     if as_json:
         import json  # only here: a plain verify does not pay for it
 
-        doc = {"ok": code == EXIT_OK, "exit_code": code, "results": [res]}
+        counts = {"verified": int(code == EXIT_OK), "invalid": int(code == EXIT_INVALID),
+                  "unreadable": int(code == EXIT_IO)}  # fmt: skip
+        doc = {"ok": code == EXIT_OK, "exit_code": code, "counts": counts, "results": [res]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=_ascii_only()) + "\n")
     elif code == EXIT_OK:
         if not quiet:

@@ -210,7 +210,7 @@ def log_timestamps(path: str, tsa: TsaTrust) -> LogTimes:
     :meth:`~erasure_receipts.timestamp.TsaTrust.verify`; a time-stamp of a size the log
     has no entries for is ``timestamp_mismatch``."""
     from .digest import EMPTY_ROOT, MerkleTree
-    from .errors import Error, TimestampError
+    from .errors import TimestampError
     from .log import Checkpoint, ReceiptLog, read_entries
     from .signing import b64encode
     from .verify import _display

@@ -18,6 +18,14 @@ id in clear; the requester is never shown.
 A kind the report does not know (a receipt kind added after it) is shown generically:
 its kind name, status, scope id and times, with its machine values.
 
+Trusted time (``--tsa-cert``, RECEIPT_SPEC.md 10.7 and 10.9): for each receipt log
+given, every stored RFC 3161 time-stamp is verified once, over the checkpoint text
+rebuilt from the very entries the report reads (:func:`log_timestamps`); a receipt of
+that log is then bounded by the earliest verified time-stamp that covers it
+(``issued_no_later_than``, ``timestamp_size``), fails as ``issued_after_timestamp`` if
+its ``issued_at`` is later, and a time-stamp that does not verify is reported once, as
+a failure of the time evidence, while the receipts it covers stay verified.
+
 Standard library only (``json``, ``hashlib``, ``base64``, ``html``); on the verify side.
 """
 
@@ -28,8 +36,9 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .errors import Error
 from .explain import (
     CHECK_WORDS,
     KIND_WORDS,
@@ -43,14 +52,19 @@ from .request import describe_basis, seconds_between
 from .trust import TrustStore
 from .verify import REASONS, VerifiedReceipt
 
+if TYPE_CHECKING:
+    from .timestamp import TsaTrust, VerifiedTimestamp
+
 __all__ = [
     "DEFAULT_MAX_ROWS",
     "KNOWN_KINDS",
     "REPORT_TYPE",
+    "LogTimes",
     "Report",
     "build_report",
     "content_security_policy",
     "duration_words",
+    "log_timestamps",
     "render_html",
     "report_items",
     "report_row",
@@ -146,15 +160,118 @@ def report_row(v: VerifiedReceipt, source: str, log_index: int | None = None) ->
     return row
 
 
-def _report_one(item: IndexItem, trust: TrustStore) -> dict[str, Any]:
+def _report_one(
+    item: IndexItem, trust: TrustStore, times: dict[str, LogTimes] | None = None
+) -> dict[str, Any]:
     got = verify_item(item, trust)
     if isinstance(got, dict):
         return {"failed": got}
     v, source, log_index = got
     try:
-        return {"row": report_row(v, source, log_index)}
+        row = report_row(v, source, log_index)
+        if times is not None and log_index is not None:
+            return _with_time(row, v.issued_at, times.get(item[1]), log_index)
+        return {"row": row}
     except Exception as exc:  # a bug must not hide the other receipts
         return {"failed": {"source": source, "reason": "internal_error", "message": repr(exc)}}
+
+
+# -- trusted time: RFC 3161 time-stamps of a log's checkpoints ----------------------------
+
+
+class LogTimes:
+    """The stored time-stamps of one receipt log, each verified once: ``verified``
+    (``(size, VerifiedTimestamp)``, ascending size) and ``failed`` (``{"source", "size",
+    "reason", "message"}``, one per time-stamp that does not verify)."""
+
+    __slots__ = ("_sizes", "failed", "verified")
+
+    def __init__(self, verified: list[tuple[int, VerifiedTimestamp]],
+                 failed: list[dict[str, Any]]) -> None:  # fmt: skip
+        self.verified, self.failed = verified, failed
+        self._sizes = [s for s, _ in verified]
+
+    def bound(self, index: int) -> tuple[int, VerifiedTimestamp] | None:
+        """The earliest verified time-stamp of a checkpoint that covers entry ``index``
+        (its size is above ``index``), or None."""
+        from bisect import bisect_right
+
+        k = bisect_right(self._sizes, index)
+        return self.verified[k] if k < len(self.verified) else None
+
+
+def log_timestamps(path: str, tsa: TsaTrust) -> LogTimes:
+    """Verify every stored time-stamp of the receipt log at ``path`` once. The
+    checkpoint text a token must be over is rebuilt from the log's committed entries -
+    the bytes the report verifies as receipts - as ``origin\\n<size>\\n<base64 RFC 9162
+    root of the first size entries>\\n`` (the signed checkpoint's own text when its size
+    and root are those): a token that verifies over it proves that exactly these
+    entries existed at its time. ``TimestampError`` reasons as
+    :meth:`~erasure_receipts.timestamp.TsaTrust.verify`; a time-stamp of a size the log
+    has no entries for is ``timestamp_mismatch``."""
+    from .digest import EMPTY_ROOT, MerkleTree
+    from .errors import TimestampError
+    from .log import Checkpoint, ReceiptLog, read_entries
+    from .signing import b64encode
+    from .verify import _display
+
+    log = ReceiptLog(path)
+    sizes = log.timestamp_sizes()
+    if not sizes:
+        return LogTimes([], [])
+    want = set(sizes)
+    roots = {0: EMPTY_ROOT}
+    tree = MerkleTree()
+    for _, data in read_entries(path, limit=sizes[-1]):
+        tree.append(data)
+        if tree.size in want:
+            roots[tree.size] = tree.root()
+    cp = Checkpoint.parse(log.checkpoint()) if tree.size else None
+    verified: list[tuple[int, VerifiedTimestamp]] = []
+    failed: list[dict[str, Any]] = []
+    for size in sizes:
+        try:
+            token = log.timestamp_token(size)
+            if token is None:  # removed meanwhile
+                continue
+            root = roots.get(size)
+            if root is None:
+                raise TimestampError(
+                    f"a time-stamp of checkpoint size {size}, but the log has "
+                    f"{tree.size} committed entries",
+                    reason="timestamp_mismatch",
+                )
+            if cp is not None and cp.size == size and cp.root == root:
+                text = cp.text
+            else:
+                text = f"{log.origin}\n{size}\n{b64encode(root)}\n".encode()
+            verified.append((size, tsa.verify(token, text)))
+        except Error as exc:
+            failed.append({"source": _display(path), "size": size, "reason": exc.reason,
+                           "message": exc.message})  # fmt: skip
+    return LogTimes(verified, failed)
+
+
+def _with_time(
+    row: dict[str, Any], issued_at: str, times: LogTimes | None, index: int
+) -> dict[str, Any]:
+    """A log receipt's row with its trusted time, or its failure if its ``issued_at`` is
+    after the time-stamp that bounds it (``issued_after_timestamp``)."""
+    from .errors import TimestampError
+    from .timestamp import check_issued_at
+
+    found = times.bound(index) if times is not None else None
+    row["issued_no_later_than"] = found[1].issued_no_later_than if found else None
+    row["timestamp_size"] = found[0] if found else None
+    if found is not None:
+        try:
+            check_issued_at(issued_at, found[1], found[0])
+        except TimestampError as exc:
+            return {"failed": {"source": row["source"], "reason": exc.reason,
+                               "message": exc.message, "issued_at": issued_at,
+                               "issued_no_later_than": row["issued_no_later_than"],
+                               "timestamp_size": found[0]}}  # fmt: skip
+    return {"row": row}
 
 
 def report_items(paths: Sequence[str], skip: Sequence[str] = ()) -> list[IndexItem]:
@@ -183,7 +300,10 @@ class Report:
     :meth:`add` (the batch results, in order), then :meth:`summary` (the JSON document)
     or :func:`render_html`."""
 
-    def __init__(self, *, max_rows: int = DEFAULT_MAX_ROWS, now: str | None = None) -> None:
+    def __init__(
+        self, *, max_rows: int = DEFAULT_MAX_ROWS, now: str | None = None,
+        tsa: str | None = None,
+    ) -> None:  # fmt: skip
         if now is None:
             from datetime import UTC, datetime
 
@@ -211,6 +331,17 @@ class Report:
         self.executed: set[str] = set()
         self.executed_by: dict[str, str] = {}
         """deferral receipt id -> the first erasure receipt naming it (deferral_of)"""
+        self.tsa = tsa
+        """With --tsa-cert: the trusted TSA's name (trusted time is checked and shown)."""
+        self.timestamps_verified = 0
+        self.timestamps_failed: list[dict[str, Any]] = []
+        self.timed = 0
+        """verified receipts bounded by a verified time-stamp (issued_no_later_than)"""
+
+    def add_timestamps(self, times: LogTimes) -> None:
+        """One log's time-stamps, verified (:func:`log_timestamps`)."""
+        self.timestamps_verified += len(times.verified)
+        self.timestamps_failed += times.failed
 
     def add(self, result: dict[str, Any]) -> None:
         """One result: ``{"row": report_row(...)}`` or ``{"failed": {source, reason,
@@ -229,6 +360,8 @@ class Report:
             return
         self._seen.add(row["receipt_id"])
         self.verified += 1
+        if row.get("issued_no_later_than") is not None:
+            self.timed += 1
         kind, status = str(row["kind"]), str(row["status"])
         per = self.by_kind.setdefault(kind, {})
         per[status] = per.get(status, 0) + 1
@@ -315,10 +448,25 @@ class Report:
         return {"total": len(self.deferrals), "open": len(self.deferrals) - executed,
                 "executed": executed, "open_past_until": past}  # fmt: skip
 
-    def summary(self) -> dict[str, Any]:
-        """The summary as one JSON document (schemas/report.schema.json)."""
-        weeks = sorted(self.weeks.items())
+    def time_counts(self) -> dict[str, Any]:
+        """With --tsa-cert: the trusted TSA, its time-stamps verified and failed (each
+        failure listed), and the verified receipts with and without trusted time and
+        those failed as ``issued_after_timestamp``."""
         return {
+            "tsa": self.tsa,
+            "timestamps": {"verified": self.timestamps_verified,
+                           "failed": len(self.timestamps_failed)},
+            "failed_timestamps": [dict(f) for f in self.timestamps_failed],
+            "receipts_with_trusted_time": self.timed,
+            "receipts_without_trusted_time": self.verified - self.timed,
+            "issued_after_timestamp": self.failed_by_reason.get("issued_after_timestamp", 0),
+        }  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        """The summary as one JSON document (schemas/report.schema.json); ``trusted_time``
+        only with --tsa-cert."""
+        weeks = sorted(self.weeks.items())
+        doc = {
             "report_type": REPORT_TYPE,
             "generated_at": self.now,
             "receipts": {
@@ -348,6 +496,9 @@ class Report:
             "weeks": [{"week": w, "by_kind": dict(sorted(k.items()))} for w, k in weeks],
             "rows_shown_per_table": self.max_rows,
         }
+        if self.tsa is not None:
+            doc["trusted_time"] = self.time_counts()
+        return doc
 
 
 def build_report(
@@ -358,15 +509,32 @@ def build_report(
     max_rows: int = DEFAULT_MAX_ROWS,
     now: str | None = None,
     progress: Callable[[int], None] | None = None,
+    tsa: TsaTrust | None = None,
 ) -> Report:
     """Verify ``items`` (in ``jobs`` forked processes from ``PARALLEL_MIN`` items on, as
     ``receipt verify`` and ``receipt index`` do) and aggregate the report. ``progress``
-    is called with the number of receipts done."""
+    is called with the number of receipts done. With ``tsa``, each receipt log's
+    time-stamps are verified once, before the receipts (:func:`log_timestamps`), and
+    each receipt of a log carries its trusted time."""
     import gc
 
     from ._batch import BATCH, PARALLEL_MIN, fork_map
 
-    rep = Report(max_rows=max_rows, now=now)
+    rep = Report(max_rows=max_rows, now=now, tsa=tsa.name if tsa is not None else None)
+    times: dict[str, LogTimes] | None = None
+    if tsa is not None:
+        times = {}
+        for it in items:
+            if it[0] == "log" and it[1] not in times:
+                try:
+                    times[it[1]] = log_timestamps(it[1], tsa)
+                except Error as exc:  # its time-stamps cannot be read: no trusted time
+                    from .verify import _display
+
+                    times[it[1]] = LogTimes([], [{"source": _display(it[1]), "size": None,
+                                                  "reason": exc.reason,
+                                                  "message": exc.message}])  # fmt: skip
+                rep.add_timestamps(times[it[1]])
     collect = len(items) >= BATCH and gc.isenabled()
     if len(items) >= BATCH:
         from .canonical import use_orjson
@@ -376,9 +544,9 @@ def build_report(
     try:
         results: Iterable[dict[str, Any]]
         if jobs > 1 and len(items) >= PARALLEL_MIN:
-            results = fork_map(lambda it: _report_one(it, trust), items, jobs)
+            results = fork_map(lambda it: _report_one(it, trust, times), items, jobs)
         else:
-            results = (_report_one(it, trust) for it in items)
+            results = (_report_one(it, trust, times) for it in items)
         for n, res in enumerate(results, 1):
             rep.add(res)
             if progress is not None:
@@ -718,6 +886,33 @@ def _failed_section(rep: Report) -> str:
     )
 
 
+def _timestamps_section(rep: Report) -> str:
+    """Time-stamps that did not verify: once each, as a failure of the time evidence."""
+    failed = rep.timestamps_failed
+    if not failed:
+        return ""
+    rows = "".join(
+        f'<tr><td class="path"><code>{escape(f["source"])}</code></td>'
+        f'<td class="num">{_n(f["size"]) if f["size"] is not None else "-"}</td>'
+        f"<td><code>{escape(f['reason'])}</code></td>"
+        f"<td>{escape(_REASON_WORDS.get(f['reason'], f['reason']))}</td>"
+        f"<td>{escape(f['message'])}</td></tr>"
+        for f in failed
+    )
+    n = len(failed)
+    return (
+        '<section id="failed-timestamps" class="alert">'
+        f"<h2>{_n(n)} RFC 3161 time-stamp{'s' * (n != 1)} did NOT verify</h2>"
+        f"<p>Checked against the trusted TSA {escape(str(rep.tsa))}. The receipts of these "
+        "checkpoints still verified and are listed below, but these time-stamps give them no "
+        "trusted time: such a receipt shows only its issuer's clock, or the bound of a later "
+        "time-stamp of the same log that did verify.</p>"
+        '<table><thead><tr><th>Log</th><th class="num">Checkpoint size</th><th>Reason</th>'
+        "<th>What it means</th><th>Detail</th></tr></thead>"
+        f'<tbody class="rows">{rows}</tbody></table></section>'
+    )
+
+
 def _card(value: int | str, label: str, cls: str = "") -> str:
     v = _n(value) if isinstance(value, int) else escape(value)
     return f'<div class="card {cls}"><b>{v}</b>{escape(label)}</div>'
@@ -740,6 +935,12 @@ def _summary_section(rep: Report) -> str:
         cards.append(_card(dfr["open"], "decisions to retain still open", "warn"))
         cards.append(_card(dfr["executed"], "decisions to retain carried out"))
     cards.append(_card(_bytes_words(rep.bytes_erased), f"erased in {_n(rep.rows_erased)} rows"))
+    if rep.tsa is not None:
+        tc = rep.time_counts()
+        cards.append(_card(tc["receipts_with_trusted_time"],
+                           "receipts with trusted time (RFC 3161)", "ok"))  # fmt: skip
+        late = tc["issued_after_timestamp"]
+        cards.append(_card(late, "receipts dated after their time-stamp", "bad" if late else ""))
     statuses = sorted({s for per in rep.by_kind.values() for s in per})
     head = "".join(f'<th class="num">{escape(s)}</th>' for s in statuses)
     body = "".join(
@@ -764,6 +965,16 @@ def _summary_section(rep: Report) -> str:
         notes.append(
             f"{_n(dfr['open_past_until'])} decision(s) to retain are past their end date "
             "and no erasure carrying them out was found."
+        )
+    if rep.tsa is not None:
+        tc = rep.time_counts()
+        notes.append(
+            f"Trusted time: the receipt logs' RFC 3161 time-stamps were checked against the "
+            f"TSA {rep.tsa}: {_n(tc['timestamps']['verified'])} verified, "
+            f"{_n(tc['timestamps']['failed'])} did not. "
+            f"{_n(tc['receipts_with_trusted_time'])} verified receipt(s) were issued no later "
+            "than a verified time-stamp; "
+            f"{_n(tc['receipts_without_trusted_time'])} have only their issuer's clock."
         )
     note_html = "".join(f"<p>{escape(t)}</p>" for t in notes)
     return (
@@ -939,9 +1150,25 @@ def _shred_words(row: dict[str, Any]) -> str:
     )
 
 
+def _trusted_time(row: dict[str, Any]) -> str:
+    """A log receipt's trusted time (with --tsa-cert), beside its self-asserted one."""
+    bound = row["issued_no_later_than"]
+    if bound is None:
+        return '<span class="muted">no verified time-stamp of the log covers it yet</span>'
+    return (
+        f"issued no later than {_when(bound)}<br>(RFC 3161 time-stamp of log checkpoint "
+        f"{_n(row['timestamp_size'])})"
+    )
+
+
 def _receipt_row(row: dict[str, Any], rep: Report | None = None) -> str:
     d = row.get("deferral")
     when = _when_retained(row, rep) if d is not None else _when_erased(row)
+    if "issued_no_later_than" in row:
+        # the line of its own time (issued_at) follows the received and due lines, if any
+        own = (row["request_received_at"] is not None) + (row["request_due_at"] is not None)
+        when[own] += " (issuer's clock)"
+        when.append(_trusted_time(row))
     req = '<span class="muted">none</span>'
     if row["request_id"] is not None:
         req = f"{_id_html(row['request_id'])}<br>{_basis_words(row['request_basis'])}"
@@ -1032,8 +1259,14 @@ def render_html(rep: Report, *, title: str = "Erasure receipts report") -> str:
         f"{_n(rep.total)} receipt file(s): {_n(rep.verified)} verified, "
         f"{_n(rep.failed_count)} failed"
         + (f", {_n(rep.duplicates)} duplicate(s) counted once" if rep.duplicates else "")
+        + (
+            f"; {_n(len(rep.timestamps_failed))} time-stamp(s) did NOT verify"
+            if rep.timestamps_failed
+            else ""
+        )
         + ".</p></header><main>"
         + _failed_section(rep)
+        + _timestamps_section(rep)
         + _summary_section(rep)
         + _charts_section(rep)
         + '<section id="filterbox"><label>Find a request, thread or receipt id: '

@@ -334,6 +334,8 @@ UNREADABLE: dict[str, tuple[list[str], tuple[str, ...]]] = {
                                "--key", "{key}"], ALL),
     "report --key": (["report", "{receipt}", "--key", X, "--json"], ALL),
     "report --trust": (["report", "{receipt}", "--trust", X, "--json"], ALL),
+    "report --tsa-cert": (["report", "{log}", "--key", "{pub}", "--json", "--tsa-cert", X],
+                          ALL),
     "defer": (["defer", X, "--thread", "t", "--basis", "b", "--until", "2099-01-01",
                "--key", "{key}", "--archive", "{dir}/archive"], ALL),
     "defer --key": (["defer", "{db}", "--thread", "t", "--basis", "b", "--until",

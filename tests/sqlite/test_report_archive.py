@@ -17,6 +17,8 @@ in CI) loads the file with networking off (its own network namespace where ``uns
 is allowed, and a dead proxy either way): the page logs no console message (a blocked
 inline style or script would), its script ran under the page's own CSP, the DOM text
 has every verified request id and each failure reason, and a screenshot is not blank.
+A second, small page (``--tsa-cert`` over a log time-stamped by a local OpenSSL TSA)
+renders its trusted times and its forward-dated receipt under the same policy.
 """
 
 from __future__ import annotations
@@ -406,3 +408,31 @@ def test_browser_renders_the_page_offline(archive: dict[str, Any], tmp_path: Pat
     if keep:  # to look at the page: the screenshot, and the page next to it
         shutil.copy(shot, keep)
         shutil.copy(archive["out"], keep + ".html")
+
+
+@needs_chromium
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_browser_renders_trusted_time(tmp_path: Path) -> None:
+    """A report with --tsa-cert over a log time-stamped by a local OpenSSL TSA (the
+    helpers of test_timestamp_cli): one forward-dated receipt flagged, the others
+    showing the time they were issued no later than, under the same strict CSP."""
+    from test_timestamp_cli import Env, stamp
+
+    (tmp_path / "tsa").mkdir()
+    env = Env(tmp_path / "tsa")
+    env.append(2)
+    env.append(1, issued_at="2099-01-01T00:00:00Z")
+    stamp(env)
+    out = tmp_path / "timed.html"
+    res = subprocess.run([*CLI, "report", str(env.log), "--key", str(env.pub), "-o", str(out),
+                          "--json", *map(str, env.trust())],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 1, res.stderr  # the forward-dated receipt failed
+    jsonschema.Draft202012Validator(SCHEMA).validate(json.loads(res.stdout))
+    dom = _browser(["--dump-dom", out.resolve().as_uri()], tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert [x for x in dom.stderr.splitlines() if ":CONSOLE" in x] == []
+    text = dom.stdout
+    assert 'data-script="ran"' in text and "issued_after_timestamp" in text
+    assert text.count("(RFC 3161 time-stamp of log checkpoint 3)") == 2
+    assert text.count("issued no later than <time") == 2

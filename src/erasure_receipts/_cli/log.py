@@ -35,6 +35,19 @@ from ._app import (
 from ._base import _die, _emit_json, _run
 from .verify_fast import EXIT_INVALID, EXIT_IO, EXIT_USAGE
 
+
+def _receipt_bytes(receipt: Path) -> bytes:
+    """A receipt file's bytes; one error line and exit 3 (unreadable) or 1 (not a receipt
+    file) otherwise."""
+    try:
+        return _read_input(str(receipt))
+    except InputError as exc:
+        _die(exc.message, EXIT_IO, reason=exc.reason)
+    except Error as exc:
+        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
+             reason=exc.reason)  # fmt: skip
+
+
 # -- receipt logs ---------------------------------------------------------------------------
 
 log_app = typer.Typer(
@@ -209,13 +222,7 @@ def log_prove(
     from ..log import Checkpoint, ReceiptLog
 
     _run.json = as_json
-    try:
-        data = _read_input(str(receipt))
-    except InputError as exc:
-        _die(exc.message, EXIT_IO, reason=exc.reason)
-    except Error as exc:
-        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
-             reason=exc.reason)  # fmt: skip
+    data = _receipt_bytes(receipt)
     trusted = _trusted(key, None) if key else None
     shown = _display(str(log))
     with _log_errors():
@@ -318,13 +325,7 @@ def log_bundle(
     from ..log import ReceiptLog
 
     _check_out(out)
-    try:
-        data = _read_input(str(receipt))
-    except InputError as exc:
-        _die(exc.message, EXIT_IO, reason=exc.reason)
-    except Error as exc:
-        _die(f"{_display(str(receipt))}: [{exc.reason}] {exc.message}", EXIT_INVALID,
-             reason=exc.reason)  # fmt: skip
+    data = _receipt_bytes(receipt)
     with _log_errors():
         blob = build_bundle(ReceiptLog(log), data)
     _write_out(out, blob)

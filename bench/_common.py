@@ -15,7 +15,7 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +174,16 @@ def vm_status() -> dict[str, int]:
                 k, v = line.split(":", 1)
                 out[k] = int(v.split()[0])
     return out
+
+
+def per_call(fn: Callable[[], object], loops: int, rounds: int = 5) -> dict[str, float]:
+    """Seconds per call of ``fn`` (one warm-up call, then ``rounds`` timed runs of
+    ``loops`` calls each), summarised like :func:`summary`."""
+    fn()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            fn()
+        samples.append((time.perf_counter() - t0) / loops)
+    return summary(samples)

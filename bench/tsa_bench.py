@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import fmt_s, summary, write_result
+from _common import fmt_s, per_call, summary, write_result
 
 from erasure_receipts.bundle import build_bundle, verify_bundle
 from erasure_receipts.log import Checkpoint, ReceiptLog, verifier_key
@@ -112,14 +112,7 @@ def bench_in_process(d: Path, s: dict[str, Any], loops: int) -> dict[str, Any]:
         ("verify_bundle_with_tsa_s", lambda: verify_bundle(data, bundle, trust, policy, tsa)),
         ("tsa_verify_s", lambda: tsa.verify(s["token"], s["text"])),
     ):
-        fn()
-        samples = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(loops):
-                fn()
-            samples.append((time.perf_counter() - t0) / loops)
-        out[name] = summary(samples)
+        out[name] = per_call(fn, loops)
     out["ratio_median"] = (
         out["verify_bundle_with_tsa_s"]["median"] / out["verify_bundle_s"]["median"]
     )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import fmt_s, print_verdicts, summary, verdict, write_result
+from _common import fmt_s, per_call, print_verdicts, summary, verdict, write_result
 
 from erasure_receipts.bundle import build_bundle, verify_bundle
 from erasure_receipts.log import ReceiptLog, WitnessEndpoint, verifier_key
@@ -136,14 +136,7 @@ def bench_in_process(s: dict[str, Any], loops: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, fn in (("verify_bundle_s", lambda: verify_bundle(data, bundle, trust, policy)),
                      ("verify_receipt_s", lambda: verify_receipt(data, trust))):  # fmt: skip
-        fn()
-        samples = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(loops):
-                fn()
-            samples.append((time.perf_counter() - t0) / loops)
-        out[name] = summary(samples)
+        out[name] = per_call(fn, loops)
     return out
 
 

@@ -199,8 +199,17 @@ def _post(url: str, body: bytes, timeout: float) -> tuple[int, str, bytes]:
         conn.close()
 
 
-def _replace_file(directory: Path, name: str, data: bytes) -> None:
-    """Replace ``directory/name`` crash-safely (temp file, fsync, rename, dir fsync)."""
+def _replace_file(
+    directory: Path,
+    name: str,
+    data: bytes,
+    *,
+    sync_dir: bool = True,
+    before_rename: Callable[[], None] | None = None,
+) -> None:
+    """Replace ``directory/name`` crash-safely: temp file, fsync, rename and (with
+    ``sync_dir``) a directory fsync, so a kill leaves the old or the new bytes, never a
+    mix. ``before_rename`` is a crash point for tests."""
     tmp = directory / (name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -208,8 +217,11 @@ def _replace_file(directory: Path, name: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    if before_rename is not None:
+        before_rename()
     os.replace(tmp, directory / name)
-    _fsync_dir(directory)
+    if sync_dir:
+        _fsync_dir(directory)
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -300,15 +312,9 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _publish(directory: Path, note: bytes) -> None:
-    """Replace ``checkpoint`` atomically (temp file, fsync, rename)."""
-    tmp = directory / (CHECKPOINT + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, note)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / CHECKPOINT)
+    """Replace ``checkpoint`` atomically (temp file, fsync, rename). No directory fsync:
+    the ``entries`` record is the commit point, and a lost rename is redone from it."""
+    _replace_file(directory, CHECKPOINT, note, sync_dir=False)
 
 
 def is_log(path: str | os.PathLike[str]) -> bool:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .digest import EMPTY_ROOT, verify_consistency
 from .errors import ConfigurationError, InputError, LogError, WitnessError
-from .log import _fsync_dir, _read_small, _write_all
+from .log import _read_small, _replace_file
 from .note import MAX_NOTE, Checkpoint, _check_name, cosign, cosigner_vkey
 from .signing import PublicKey, Signer, b64decode
 
@@ -227,17 +227,7 @@ class Witness:
         return WitnessResponse(200, "text/plain; charset=utf-8", line)
 
     def _store(self, path: Path, data: bytes) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if self._before_rename is not None:
-            self._before_rename()
-        os.replace(tmp, path)
-        _fsync_dir(self.directory)
+        _replace_file(path.parent, path.name, data, before_rename=self._before_rename)
 
 
 def serve(

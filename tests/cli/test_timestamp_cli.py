@@ -26,6 +26,7 @@ import pytest
 from erasure_receipts.log import ReceiptLog, verifier_key
 from receipt_factory import TRUSTED, make_receipt, make_statement
 from test_verify_inputs import validator
+from test_witness_cli import ORIGIN, one_error_line, run
 from tsa_helpers import OPENSSL, UTC, Pki, serve_tsa
 
 # Under CI=true (.ci/run installs openssl) a missing command fails the tests, never skips them.
@@ -34,21 +35,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
-CLI = "from erasure_receipts.cli import main; main()"
-ORIGIN = "example.com/erasures"
-
-
-def run(*args: Any, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
-
-
-def one_error_line(p: subprocess.CompletedProcess[str], code: int) -> str:
-    assert p.returncode == code, (p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr
-    lines = [x for x in p.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1, p.stderr
-    return lines[0]
 
 
 class Env:

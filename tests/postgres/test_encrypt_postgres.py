@@ -7,7 +7,6 @@ through separate connections."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,6 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from psycopg import sql
 from psycopg.rows import dict_row
 
 from erasure_receipts import (
@@ -35,45 +33,27 @@ from erasure_receipts import (
 from erasure_receipts.errors import NotALangGraphDatabaseError
 from erasure_receipts.shredding import SEALED_TYPE, encrypt_postgres_database
 from pg_helpers import connect
+from pg_server import fresh_database
 from test_encryption_sqlite import MARKER, build, cfg
 
 THREADS = (("alice-1", "alice"), ("alice-2", "alice"), ("bob-1", "bob"), ("anon-1", None))
 
 
-def _new_db(pg_dsn: str, prefix: str) -> str:
-    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-
-
-def _drop_db(pg_dsn: str, dsn: str) -> None:
-    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-
-
 @pytest.fixture
 def other_db(pg_dsn: str) -> Iterator[str]:
     """A second fresh database (the key store's, or a reference written encrypted)."""
-    dsn = _new_db(pg_dsn, "k")
-    try:
+    with fresh_database(pg_dsn, "k") as dsn:
         yield dsn
-    finally:
-        _drop_db(pg_dsn, dsn)
 
 
 @pytest.fixture
 def keys(pg_dsn: str, tmp_path: Path) -> Iterator[KeyStore]:
-    dsn = _new_db(pg_dsn, "ks")
-    ks = KeyStore.postgres(dsn, LocalKeyWrapper.generate(tmp_path / "master.key"))
-    try:
-        yield ks
-    finally:
-        ks.close()
-        _drop_db(pg_dsn, dsn)
+    with fresh_database(pg_dsn, "ks") as dsn:
+        ks = KeyStore.postgres(dsn, LocalKeyWrapper.generate(tmp_path / "master.key"))
+        try:
+            yield ks
+        finally:
+            ks.close()
 
 
 def write_plain(dsn: str) -> None:

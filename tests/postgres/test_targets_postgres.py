@@ -27,6 +27,7 @@ from erasure_receipts import (
 )
 from erasure_receipts.digest import encode_row, leaf_hash
 from pg_helpers import connect, count, fingerprint, raw_rows, table_shape
+from pg_server import fresh_database
 from scenario import naive_root
 from test_targets import BYSTANDERS, THREAD, State
 
@@ -136,21 +137,8 @@ def test_bad_targets_refused_postgres(
 @pytest.fixture
 def other_pg_db(pg_dsn: str) -> Iterator[str]:
     """A second database on the server: where the target table lives."""
-    import uuid
-
-    import psycopg
-    from psycopg import sql
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_database(pg_dsn, "t") as dsn:
+        yield dsn
 
 
 KILL_BEFORE_SWEEP = """
@@ -463,21 +451,8 @@ def test_a_retention_sweep_erases_each_thread_with_its_targets_postgres(
 @pytest.fixture
 def restored_db(pg_dsn: str) -> Iterator[str]:
     """An empty database to restore a dump into."""
-    import uuid
-
-    import psycopg
-    from psycopg import sql
-
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield psycopg.conninfo.make_conninfo(pg_dsn, dbname=name)
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_database(pg_dsn, "r") as dsn:
+        yield dsn
 
 
 def test_replay_after_a_restore_erases_the_targets_again_postgres(

@@ -385,3 +385,27 @@ def test_batched_sweep_keeps_a_deferred_thread_and_a_deferral_recorded_late(
     assert sorted(named) == sorted(IDLE - {kept, late})
     for p in erasures:
         verify_receipt(p.read_bytes(), [signer.public_key])
+
+
+def test_batched_sweep_looks_up_deferrals_per_page_not_per_thread(
+    db: Path, signer: Signer, tmp_path: Path
+) -> None:
+    """With deferrals on record but none retaining an idle thread, a batched sweep asks
+    once per page of selected threads (and once in each batch's transaction), not once
+    per thread; every idle thread is still erased and the retained one is kept."""
+    archive = tmp_path / "receipts"
+    active = next(f"t{i:05d}" for i in range(THREADS) if f"t{i:05d}" not in IDLE)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        saver.defer(active, basis="legal hold", until=datetime.now(UTC) + timedelta(days=90))
+    deferral_files = set(archive.glob("*.json"))
+    looked_up: list[str] = []
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        saver.conn.set_trace_callback(
+            lambda sql: looked_up.append(sql) if "JOIN erasure_deferral_threads" in sql else None
+        )
+        result = saver.erase_idle_threads(timedelta(days=30), batch=True)
+        saver.conn.set_trace_callback(None)
+    batches = len(set(archive.glob("*.json")) - deferral_files)
+    assert result.threads == len(IDLE) and result.ok
+    assert 0 < len(looked_up) <= 2 + batches < len(IDLE) // 2
+    assert active in rows_per_thread(db)

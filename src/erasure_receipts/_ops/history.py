@@ -323,6 +323,11 @@ def sweep(
                 after = None
                 continue
             break
+        # A batched sweep asks once per page whether any of its threads is retained; only
+        # a page that has one asks again per thread (the batch's transaction checks too).
+        clear = batcher is not None and not er.db.run(
+            er.journal.open_deferrals, [row[0] for row in page]
+        )
         for tid, latest, checkpoints, namespaces in page:
             after = tid
             if tid in carried:
@@ -333,7 +338,7 @@ def sweep(
                 break
             swept = _sweep_one(
                 er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
-                context, result, None if batcher is None else batcher.offer,
+                context, result, None if batcher is None else batcher.offer, clear,
             )  # fmt: skip
             if swept is not None:
                 emit(swept)
@@ -381,6 +386,7 @@ def _sweep_one(
     context: RequestContext | None,
     result: SweepResult,
     queue: Callable[[str, str], None] | None = None,
+    not_deferred: bool = False,
 ) -> SweepEvent | None:
     if checkpoint_time(latest) is None:
         result._skip("undated")
@@ -405,7 +411,7 @@ def _sweep_one(
     if queue is not None:  # a batched sweep: erased with its batch
         # Retained threads stay out of the batch (the batch's transaction checks again:
         # a deferral recorded meanwhile fails the batch, which is redone per thread).
-        if er.db.run(er.journal.open_deferrals, [tid]):
+        if not not_deferred and er.db.run(er.journal.open_deferrals, [tid]):
             result._skip("deferred")
             return SweepEvent(tid, "deferred", latest=latest)
         queue(tid, latest)

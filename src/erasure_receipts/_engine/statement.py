@@ -10,8 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from .._parts import Part, TableCount
-from ..canonical import MAX_INPUT_BYTES, canonicalize
+from ..canonical import MAX_INPUT_BYTES, canonicalize_ascii_keys
 from ..digest import EMPTY_ROOT
 from ..errors import (
     ConfigurationError,
@@ -219,8 +221,10 @@ def preflight(
             residue=[],
             generator_version=generator_version,
         )
-        canonicalize(validate_statement(st))
-        size = len(json.dumps(st, indent=2, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        # A valid statement (ASCII member names) has the fast canonical form; what it
+        # refuses (a lone surrogate, ...) is what the receipt could not be written with.
+        canonicalize_ascii_keys(validate_statement(st))
+        size = len(orjson.dumps(st, option=orjson.OPT_INDENT_2))  # the file's layout
     except (MalformedReceiptError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"cannot attest an erasure of this scope: {exc}") from None
     if size + RECEIPT_HEADROOM > MAX_INPUT_BYTES:

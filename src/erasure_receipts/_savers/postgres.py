@@ -91,16 +91,6 @@ def _thread_of(config: RunnableConfig) -> str:
     return str(config["configurable"]["thread_id"])
 
 
-@contextmanager
-def _tombstone_errors(config: RunnableConfig) -> Iterator[None]:
-    try:
-        yield
-    except psycopg.Error as exc:
-        if is_tombstone_error(exc):
-            raise ThreadErasedError(_thread_of(config)) from None
-        raise
-
-
 def _identity(session: Session) -> tuple[Any, ...] | None:
     """Which database (and schema) a connection writes to; None if unknown."""
     try:
@@ -547,10 +537,14 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
 
         def save() -> RunnableConfig:
             stored = _boxed(self, config, checkpoint)
-            with _tombstone_errors(config):
+            try:  # inline, not a generator-based context manager: ~3 us less per write
                 return super(AttestingPostgresSaver, self).put(
                     config, stored, metadata, new_versions
                 )
+            except psycopg.Error as exc:
+                if is_tombstone_error(exc):
+                    raise ThreadErasedError(_thread_of(config)) from None
+                raise
 
         key = key_of(config, checkpoint["id"])
         saved = self._held_writes.put(key, save, lambda item: self.put_writes(*item))
@@ -573,8 +567,12 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
             if self.encryption is not None:
                 self._ready()
                 self.encryption.bind(config)
-            with _tombstone_errors(config):
+            try:
                 super(AttestingPostgresSaver, self).put_writes(config, writes, task_id, task_path)
+            except psycopg.Error as exc:
+                if is_tombstone_error(exc):
+                    raise ThreadErasedError(_thread_of(config)) from None
+                raise
 
         def bound() -> str | None:
             return self._eraser.db.run(pg_backend.tombstone_bound, key_of(config)[0])

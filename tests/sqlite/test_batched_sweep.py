@@ -204,6 +204,29 @@ def test_batch_size_grows_to_the_largest_allowed(
     assert max(sizes) == 50 and sum(sizes) == len(IDLE)  # 16, 32, 50, 50, 50, 2
 
 
+def test_batch_size_counts_the_transaction_not_the_signing_after_it(
+    db: Path, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers wait only for a batch's transaction: a slow signature or archive write
+    after the commit does not shrink the batches (it did when the whole batch was timed)."""
+    from erasure_receipts._engine.eraser import Eraser
+
+    archive = tmp_path / "receipts"
+    monkeypatch.setattr(sweep_batch, "BUDGET_SECONDS", 0.3)
+    real = Eraser._sign
+
+    def slow_sign(self: Eraser, statement_json: str) -> Any:
+        time.sleep(0.4)  # over the budget by itself, after the commit
+        return real(self, statement_json)
+
+    monkeypatch.setattr(Eraser, "_sign", slow_sign)
+    with AttestingSqliteSaver.from_conn_string(str(db), signer=signer, archive=archive) as saver:
+        saver.erase_idle_threads(timedelta(days=30), batch=True)
+        assert 0 < saver._eraser.phase_one_seconds < 0.3
+    sizes = [len(r["statement"]["predicate"]["scope"]["threads"]) for r in receipts(archive)]
+    assert sorted(sizes) == [16, 32, 64, len(IDLE) - 112]  # doubling, never shrinking
+
+
 def test_failed_batch_is_erased_thread_by_thread(
     db: Path, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -475,6 +475,10 @@ class Eraser:
         """The startup guard's receipt archive or log (``check_erasures=``), or None."""
         self.guard_state: bool | str | None = None
         """The startup guard: None (not checked), True (passed) or why it refused."""
+        self.phase_one_seconds = 0.0
+        """How long the last erasure's phase one took (its transaction, with the residue
+        step and re-measure after the commit): what writers of its threads could have
+        waited. Batched sweeps size their batches by it."""
         self.commitment_keys: dict[str, CommitmentKey] = {}
         """Commitment keys by key id (privacy-mode erasures' and recovery's), in memory
         only: recovery opens a sealed journal entry with its key."""
@@ -643,6 +647,7 @@ class Eraser:
         ``guard`` run first inside the transaction."""
         clock = {"clock": self.clock} if self.clock is not None else {}
         for attempt in range(1, MAX_ATTEMPTS + 1):
+            started = time.monotonic()
             backend = self.backend(handle, request, residue_scan)
             if guard is not None:
                 backend = GuardedBackend(backend, lambda: guard(handle))
@@ -663,6 +668,7 @@ class Eraser:
                 continue
             finally:
                 _close_targets(backend)
+            self.phase_one_seconds = time.monotonic() - started
             log.info(
                 "erased %s%s: %d rows, receipt %s",
                 "the history of " if request.kind == "history" else "",

@@ -43,6 +43,11 @@ from .session import Session, stream, text_of
 
 __all__ = ["PgTablePart", "PlannedPgPart", "PostgresBackend"]
 
+_ROWS_PER_THREAD: dict[str, float] = {}
+"""Rows per thread the last many-thread read of each checkpoint table found: the next
+one's guess of its size (a batch of a sweep is much like the one before it). Only a
+hint for :func:`~.session.stream`: a wrong guess costs a round trip, never a row."""
+
 
 class _ThreadsRows:
     """One checkpoint table's rows of many threads (a subject or a batch of a sweep),
@@ -95,7 +100,13 @@ class _ThreadsRows:
         order = ", ".join(f'"{c}" COLLATE "C"' if c in s.collatable else f'"{c}"' for c in s.pk)
         sql = f'SELECT {cols} FROM "{self.table}" WHERE thread_id = ANY(%s) ORDER BY {order}'
         out: dict[str, tuple[list[bytes], TableCount, set[str]]] = {}
-        for row in stream(self.backend.session, sql, [self._threads], f"mb_{self.table}"):
+        threads = self._threads
+        # After this table's DELETE (the re-measure) nothing is expected.
+        deleted = self._deleted_in[0] >= 0
+        expect = 0.0 if deleted else _ROWS_PER_THREAD.get(self.table, 0.0) * len(threads)
+        n = 0
+        for row in stream(self.backend.session, sql, [threads], f"mb_{self.table}", expect):
+            n += 1
             thread = text_of(row[t_idx])
             entry = out.get(thread)
             if entry is None:
@@ -105,6 +116,8 @@ class _ThreadsRows:
             entry[1].rows += 1
             entry[1].bytes += size
             entry[2].add(text_of(row[ns_idx]))
+        if len(threads) > 1 and not deleted:
+            _ROWS_PER_THREAD[self.table] = n / len(threads)
         return out
 
     def deleted(self, thread: str) -> int:

@@ -184,7 +184,9 @@ class AsyncBridgeSession:
         self._call(run())
 
 
-def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iterator[Any]:
+def stream(
+    session: Session, sql: str, params: Sequence[Any], name: str, expect: float = 0
+) -> Iterator[Any]:
     """Rows of ``sql`` (a ``SELECT ... ORDER BY ... [FOR UPDATE]``), page by page.
 
     Most scopes are small (a thread's few rows per table), so the rows are first asked
@@ -193,15 +195,18 @@ def stream(session: Session, sql: str, params: Sequence[Any], name: str) -> Iter
     again through a server-side cursor (``DECLARE``/``FETCH``, one snapshot for all its
     pages), so memory stays bounded by a page however large the scope. Plain SQL rather
     than psycopg's named cursors, so it works the same on sync, async and pipeline-mode
-    connections. Must run inside a transaction.
+    connections. Must run inside a transaction. ``expect``: how many rows the caller
+    expects (a guess); over a page, the cursor is used from the start instead of a first
+    try whose result would be dropped.
     """
-    lock = " FOR UPDATE"
-    head, tail = (sql[: -len(lock)], lock) if sql.endswith(lock) else (sql, "")
-    first = session.query(f"{head} LIMIT {FETCH_ROWS + 1}{tail}", params)
-    if len(first) <= FETCH_ROWS:
-        yield from first
-        return
-    del first
+    if expect <= FETCH_ROWS:
+        lock = " FOR UPDATE"
+        head, tail = (sql[: -len(lock)], lock) if sql.endswith(lock) else (sql, "")
+        first = session.query(f"{head} LIMIT {FETCH_ROWS + 1}{tail}", params)
+        if len(first) <= FETCH_ROWS:
+            yield from first
+            return
+        del first
     session.execute(f"DECLARE {name} NO SCROLL CURSOR FOR {sql}", params)
     try:
         while True:

@@ -407,6 +407,7 @@ class PostgresBackend(TableBackend):
         self._deleted: dict[str, list[tuple[str, ...]]] = {}
         self._policy = tombstone_policy
         self._enforced: str | None = None
+        self._current: bool | None = None  # the schema is this version's (asked once)
         self._newest: dict[str, str] = {}
         self.session = session
         self.thread_id = thread_id
@@ -590,7 +591,9 @@ class PostgresBackend(TableBackend):
         return self._enforced
 
     def _schema_current(self) -> bool:
-        return installed_version(self.session) == SCHEMA_VERSION
+        if self._current is None:  # one backend serves one erasure's transaction
+            self._current = installed_version(self.session) == SCHEMA_VERSION
+        return self._current
 
     def write_tombstone(self, receipt_id: str, erased_at: str) -> None:
         """Tombstone every thread of the scope (the triggers then refuse their writes); an

@@ -269,8 +269,15 @@ def _verified_fields(v: VerifiedReceipt) -> dict[str, Any]:
 
 
 def _verify_file(
-    path: str, trust: TrustStore, verbose: bool, log: Any = None, require_auth: bool = False
+    path: str,
+    trust: TrustStore,
+    verbose: bool,
+    log: Any = None,
+    require_auth: bool = False,
+    fields: bool = True,
 ) -> dict[str, Any]:
+    """One file's result. Without ``fields`` (``--quiet`` text output, no log: only
+    failures are printed) a verified file's result is its verdict alone."""
     res: dict[str, Any] = {"file": _display(path)}
     try:
         data = _read_arg(path)
@@ -285,6 +292,10 @@ def _verify_file(
             traceback.print_exc()
         res.update(verified=False, reason="internal_error", message=repr(exc))
     else:
+        if not fields and log is None:
+            res["verified"] = True
+            res["reason"] = "ok"
+            return res
         res.update(_verified_fields(v))
         if log is not None:
             if index is None and log.policy is not None and log.witnessed(data):
@@ -382,6 +393,7 @@ def _verify_all(
     jobs: int = 1,
     log: Any = None,
     require_auth: bool = False,
+    fields: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """Results in input order. From ``BATCH`` files on, orjson (a 5 ms import that a
     single-file verify cannot afford) parses and computes the canonical bytes ~3x
@@ -399,11 +411,11 @@ def _verify_all(
     try:
         if jobs > 1 and len(files) >= PARALLEL_MIN and STDIN not in files:
             yield from fork_map(
-                lambda p: _verify_file(p, trust, verbose, log, require_auth), files, jobs
+                lambda p: _verify_file(p, trust, verbose, log, require_auth, fields), files, jobs
             )
             return
         for path in files:
-            yield _verify_file(path, trust, verbose, log, require_auth)
+            yield _verify_file(path, trust, verbose, log, require_auth, fields)
     finally:
         if collect:
             gc.enable()
@@ -499,7 +511,10 @@ def verify_main(argv: Sequence[str]) -> int:
     counts = {"verified": 0, "invalid": 0, "unreadable": 0}
     out = sys.stdout
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    results_iter = _verify_all(files, trust, args.verbose, jobs, log, args.require_authorization)
+    fields = args.json or not args.quiet  # --quiet text prints failures only
+    results_iter = _verify_all(
+        files, trust, args.verbose, jobs, log, args.require_authorization, fields
+    )
     for n, res in enumerate(results_iter, 1):
         if res["verified"]:
             counts["verified"] += 1

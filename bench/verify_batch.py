@@ -17,7 +17,8 @@
    loop over the same messages, interleaved rounds; plus a per-stage breakdown and a
    cProfile of ``verify_receipt``.
 
-Target: receipt-verify throughput / bare-verify throughput >= 0.6.
+Target: receipt-verify throughput / bare-verify throughput >= 0.8 (the fleet-scale
+issue's target; it was 0.6 before), whole process and in process.
 """
 
 from __future__ import annotations
@@ -45,9 +46,8 @@ from erasure_receipts.digest import EMPTY_ROOT
 from erasure_receipts.receipt import Receipt, build_statement
 from erasure_receipts.signing import PublicKey, Signer
 
-TARGET = 0.6
-TARGET_ISSUE = 0.8
-"""The verify-path issue's target for the same ratios (reported beside the old one)."""
+TARGET = 0.8
+"""The fleet-scale issue's target for these ratios (was 0.6)."""
 CLI = "from erasure_receipts.cli import main; main()"
 
 BASELINE_SCRIPT = r"""
@@ -511,12 +511,6 @@ def main() -> int:
             "whole_process_ratio_median": verdict(proc_ratio_median, TARGET, ">="),
             "in_process_ratio_best": verdict(inproc_ratio_best, TARGET, ">="),
             "in_process_ratio_median": verdict(inproc_ratio_median, TARGET, ">="),
-            "whole_process_ratio_median vs issue target": verdict(
-                proc_ratio_median, TARGET_ISSUE, ">="
-            ),
-            "in_process_ratio_median vs issue target": verdict(
-                inproc_ratio_median, TARGET_ISSUE, ">="
-            ),
         }
         print("\nratios (receipt verify throughput / bare verify throughput):")
         print_verdicts(verdicts)
@@ -558,7 +552,7 @@ def main() -> int:
                     "top12_cumtime": by_ct,
                     "pstats_text": buf.getvalue(),
                 },
-                "target": f"ratio >= {TARGET} (issue: >= {TARGET_ISSUE})",
+                "target": f"ratio >= {TARGET}",
                 "verdicts": verdicts,
             },
         )

@@ -19,7 +19,7 @@ from ...digest import RowLeafHasher
 from .._table import PlannedRows, TableBackend
 from ..keep_latest import KeepLatest, Removed
 from .journal import take_lease
-from .leaves import _Table, describe, wire_expression
+from .leaves import _Table, describe_all, wire_expression
 from .queries import (
     _with_checkpoints,
     find_needles,
@@ -448,12 +448,10 @@ class PostgresBackend(TableBackend):
         """Bumped by every transaction, snapshot and shared DELETE (:class:`_ThreadsRows`)."""
         self.transactions = 0
         """Bumped by every transaction and snapshot (:class:`_ThreadsRows`)."""
-        shapes: dict[str, _Table | None] = {}
+        shapes = describe_all(session, list(dict.fromkeys(spec[0] for spec in specs)))
         shared: dict[str, _ThreadsRows] = {}
         several = len(set(self.threads)) > 1
         for table, group, where, params, unit in specs:
-            if table not in shapes:
-                shapes[table] = describe(session, table)
             shape = shapes[table]
             if shape is None:
                 # A table the database does not have (store_vectors without pgvector)

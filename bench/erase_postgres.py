@@ -45,7 +45,7 @@ from psycopg.adapt import Loader
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import code_state, print_verdicts, summary, verdict, write_result
+from _common import RESULTS_DIR, code_state, print_verdicts, summary, verdict, write_result
 from langgraph.checkpoint.postgres import PostgresSaver
 
 import pg_server
@@ -294,6 +294,24 @@ def part_crash(dsn: str, trials: int, steps: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def keep_parts(name: str, doc: dict[str, Any]) -> None:
+    """With ``--only``: the parts not re-run are kept from the previous results file, and
+    ``parts_from`` says which commit produced each part."""
+    import json
+
+    head = doc["code"].get("git_head") if isinstance(doc.get("code"), dict) else None
+    origin = {k: head for k in doc["parts"]}
+    previous = RESULTS_DIR / f"{name}.json"
+    if previous.exists():
+        old = json.loads(previous.read_text(encoding="utf-8"))
+        before = old.get("parts_from") or {}
+        for k, v in old.get("parts", {}).items():
+            if k not in doc["parts"]:
+                doc["parts"][k] = v
+                origin[k] = before.get(k) or old.get("machine", {}).get("git_head")
+    doc["parts_from"] = origin
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -320,8 +338,10 @@ def main() -> int:
             parts["race"] = part_race(dsn, 3 if q else 20)
         if "crash" in only:
             parts["crash"] = part_crash(dsn, 8 if q else 50, 150)
-    path = write_result("erase_postgres" + ("_quick" if q else ""), doc)
-    verdicts = {f"{name}": p["verdict"] for name, p in doc["parts"].items()}
+    result = "erase_postgres" + ("_quick" if q else "")
+    keep_parts(result, doc)
+    path = write_result(result, doc)
+    verdicts = {name: p["verdict"] for name, p in parts.items() if name in only}
     print_verdicts(verdicts)
     print(f"results: {path}")
     return 0 if all(v["pass"] for v in verdicts.values()) else 1

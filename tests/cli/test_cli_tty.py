@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
+from on_a_tty import run_on_a_tty
 from receipt_factory import TRUSTED, make_receipt
 
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
@@ -25,22 +24,8 @@ def _corpus(tmp_path: Path, n: int) -> tuple[Path, Path]:
 
 def test_progress_bar_on_a_tty_only(tmp_path: Path) -> None:
     d, pub = _corpus(tmp_path, 12)
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run([*CLI, "verify", str(d), "--key", str(pub), "--quiet"],
-                              stdout=subprocess.PIPE, stderr=slave, timeout=60)  # fmt: skip
-        os.close(slave)
-        tty_err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty_err += chunk
-    finally:
-        os.close(master)
+    proc, tty_err = run_on_a_tty([*CLI, "verify", str(d), "--key", str(pub), "--quiet"],
+                                 timeout=60)  # fmt: skip
     assert proc.returncode == 0
     assert b"\r[" in tty_err and b"12/12" in tty_err
     assert proc.stdout == b""  # --quiet: nothing on stdout when everything verifies

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
+from on_a_tty import run_on_a_tty
 from test_cli_tty import _corpus
 
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
@@ -16,23 +15,8 @@ CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
 
 def test_report_progress_bar_on_a_tty_only(tmp_path: Path) -> None:
     d, pub = _corpus(tmp_path, 12)
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run([*CLI, "report", str(d), "--key", str(pub), "-o",
-                               str(tmp_path / "r.html")],
-                              stdout=subprocess.PIPE, stderr=slave, timeout=120)  # fmt: skip
-        os.close(slave)
-        tty_err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty_err += chunk
-    finally:
-        os.close(master)
+    proc, tty_err = run_on_a_tty([*CLI, "report", str(d), "--key", str(pub), "-o",
+                                  str(tmp_path / "r.html")], timeout=120)  # fmt: skip
     assert proc.returncode == 0, tty_err
     assert b"\r[" in tty_err and b"12/12" in tty_err
     assert (tmp_path / "r.html").stat().st_size > 0

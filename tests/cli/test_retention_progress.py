@@ -5,10 +5,7 @@ few seconds; ``--json`` stays one document on stdout."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 
 from erasure_receipts import Signer
 from erasure_receipts._cli import retention as app_module  # internals: the sweep bar
+from on_a_tty import run_on_a_tty
 from test_retention_thread_skips import _key, cli, old_sqlite_db, sqlite_threads
 
 CLI = [sys.executable, "-c", "from erasure_receipts.cli import main; main()"]
@@ -23,21 +21,7 @@ THREADS = [f"t{i:02d}" for i in range(12)]
 
 
 def _on_a_tty(args: list[str]) -> tuple[int, bytes, bytes]:
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run([*CLI, *args], stdout=subprocess.PIPE, stderr=slave, timeout=300)
-        os.close(slave)
-        tty = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty += chunk
-    finally:
-        os.close(master)
+    proc, tty = run_on_a_tty([*CLI, *args])
     return proc.returncode, proc.stdout, tty
 
 

@@ -25,6 +25,7 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts.app import app
+from on_a_tty import run_on_a_tty
 from pg_server import fresh_database
 from test_encryption_sqlite import build, cfg
 
@@ -378,9 +379,6 @@ def test_cli_encrypt_postgres_progress_on_a_tty_only(
     pg_db: str, keys_db: str, tmp_path: Path
 ) -> None:
     """The progress line goes to stderr when it is a terminal, as for SQLite."""
-    import os
-    import pty
-    import subprocess
     import sys
 
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -392,21 +390,7 @@ def test_cli_encrypt_postgres_progress_on_a_tty_only(
     LocalKeyWrapper.generate(mk)
     cmd = [sys.executable, "-c", "from erasure_receipts.cli import main; main()",
            "encrypt", pg_db, "--keystore", keys_db, "--master-key", str(mk)]  # fmt: skip
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=slave, timeout=120)
-        os.close(slave)
-        tty_err = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty_err += chunk
-    finally:
-        os.close(master)
+    proc, tty_err = run_on_a_tty(cmd, timeout=120)
     assert proc.returncode == 0, tty_err
     assert b"\rencrypting " in tty_err and b" rows (" in tty_err
     assert proc.stdout.startswith(b"encrypted ") and b"encrypting" not in proc.stdout

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shutil
 import signal
 import sqlite3
@@ -26,6 +25,7 @@ import pytest
 from erasure_receipts import AsyncAttestingSqliteSaver, AttestingSqliteSaver, Signer, verify_receipt
 from erasure_receipts._backends import sqlite as sqlite_backend
 from faults import inject
+from on_a_tty import run_on_a_tty
 from test_history_graphs import CHAT_TURNS, cfg, chat_graph, checkpoint_clock, human
 
 THREADS = 1000
@@ -294,23 +294,8 @@ def test_cli_retention(db: Path, signer: Signer, tmp_path: Path) -> None:
 
 def test_cli_retention_progress_bar_on_a_tty(db: Path, signer: Signer, tmp_path: Path) -> None:
     archive, key = tmp_path / "receipts", _key(tmp_path, signer)
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run([*CLI, "retention", str(db), "--idle", "30d", "--key", str(key),
-                               "--archive", str(archive)], stdout=subprocess.PIPE, stderr=slave,
-                              timeout=300)  # fmt: skip
-        os.close(slave)
-        tty = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            tty += chunk
-    finally:
-        os.close(master)
+    proc, tty = run_on_a_tty([*CLI, "retention", str(db), "--idle", "30d", "--key", str(key),
+                              "--archive", str(archive)])  # fmt: skip
     assert proc.returncode == 0
     assert b"\r[" in tty and f"{len(IDLE)}/{len(IDLE)}".encode() in tty
     out = proc.stdout.decode()

@@ -125,3 +125,20 @@ def marker_rows(dsn: str, marker: str) -> dict[str, int]:
             assert row is not None
             out[table] = int(row[0])
     return out
+
+
+def all_raw_text(dsn: str) -> str:
+    """Every row of the three checkpoint tables as text, and every blob's bytes (Latin-1),
+    read through a separate connection: where a plaintext value would show."""
+    with connect(dsn) as c:
+        out = []
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            out += [str(r[0]) for r in c.execute(f"SELECT t::text FROM {table} t").fetchall()]
+        out += [
+            bytes(r[0]).decode("latin-1")
+            for r in c.execute(
+                "SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL "
+                "UNION ALL SELECT blob FROM checkpoint_writes"
+            ).fetchall()
+        ]
+    return "\n".join(out)

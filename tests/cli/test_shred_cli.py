@@ -322,7 +322,7 @@ def test_cli_encrypt_postgres(
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
-    from test_encrypt_postgres import raw_text
+    from pg_helpers import all_raw_text
     from test_encryption_sqlite import MARKER
 
     with (
@@ -346,7 +346,7 @@ def test_cli_encrypt_postgres(
     assert doc["checkpoints"] > 0 and doc["blobs"] > 0 and doc["writes"] > 0
     assert (doc["threads"], doc["already_sealed"], doc["store_items_plaintext"]) == (3, 0, 1)
     assert doc["vacuumed"] is True and res.stderr == ""  # no progress line off a terminal
-    assert MARKER not in raw_text(pg_db)
+    assert MARKER not in all_raw_text(pg_db)
     with KeyStore.postgres(keys_db, LocalKeyWrapper.from_file(mk)) as keys:
         assert keys.threads_of("subject:alice") == ["alice-1"]
         assert keys.threads_of("thread:anon-1") == ["anon-1"]

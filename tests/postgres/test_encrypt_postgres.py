@@ -32,7 +32,7 @@ from erasure_receipts import (
 )
 from erasure_receipts.errors import NotALangGraphDatabaseError
 from erasure_receipts.shredding import SEALED_TYPE, encrypt_postgres_database
-from pg_helpers import connect
+from pg_helpers import all_raw_text, connect
 from pg_server import fresh_database
 from test_encryption_sqlite import MARKER, build, cfg
 
@@ -66,22 +66,6 @@ def write_plain(dsn: str) -> None:
                 graph.invoke({"messages": [HumanMessage(content=turn)]}, cfg(thread, user))
 
 
-def raw_text(dsn: str) -> str:
-    """Every row of the three tables as text, and every blob's bytes."""
-    with connect(dsn) as c:
-        out = []
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            out += [str(r[0]) for r in c.execute(f"SELECT t::text FROM {table} t").fetchall()]
-        out += [
-            bytes(r[0]).decode("latin-1")
-            for r in c.execute(
-                "SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL "
-                "UNION ALL SELECT blob FROM checkpoint_writes"
-            ).fetchall()
-        ]
-    return "\n".join(out)
-
-
 def shape(dsn: str) -> dict[str, Any]:
     """What the rows are, without the random parts (ids, versions, ciphertext): per
     thread, the checkpoints' inline values, and (channel, type) of blobs and writes."""
@@ -110,7 +94,7 @@ def test_pg_migration_seals_every_row_as_the_encrypting_saver_writes_it(
     pg_db: str, other_db: str, keys: KeyStore, signer: Signer
 ) -> None:
     write_plain(pg_db)
-    assert MARKER in raw_text(pg_db)
+    assert MARKER in all_raw_text(pg_db)
     with PostgresSaver.from_conn_string(pg_db) as plain:
         before = {t: history(build(plain), t, u) for t, u in THREADS}
         raw_before = {t: tuples(plain, t) for t, _ in THREADS}
@@ -124,7 +108,7 @@ def test_pg_migration_seals_every_row_as_the_encrypting_saver_writes_it(
     assert (out.threads, out.already_sealed, out.store_plaintext) == (4, 0, 0) and out.vacuumed
     assert len(calls) >= out.checkpoints + out.writes
     assert [d for d, _ in calls] == sorted({d for d, _ in calls}) and calls[-1][0] <= calls[-1][1]
-    text = raw_text(pg_db)
+    text = all_raw_text(pg_db)
     assert MARKER not in text and "my secret" not in text
     with connect(pg_db) as c:
         union = "SELECT type FROM checkpoint_blobs UNION SELECT type FROM checkpoint_writes"
@@ -166,7 +150,7 @@ def test_pg_migration_seals_every_row_as_the_encrypting_saver_writes_it(
             {"messages": [HumanMessage(content="again")]}, before_config(graph, "alice-2")
         )
         assert forked["messages"][-1].content == "noted: again"
-        assert MARKER not in raw_text(pg_db)
+        assert MARKER not in all_raw_text(pg_db)
 
         again = encrypt_postgres_database(pg_db, Encryption(keys))  # idempotent
         assert (again.checkpoints, again.blobs, again.writes, again.threads) == (0, 0, 0, 0)
@@ -219,7 +203,7 @@ def test_pg_migration_read_by_the_async_saver(pg_db: str, keys: KeyStore, signer
     with psycopg.connect(pg_db, autocommit=True, row_factory=dict_row) as conn:
         out = encrypt_postgres_database(conn, Encryption(keys))
     assert out.threads == 4 and out.writes > 0 and out.vacuumed
-    assert MARKER not in raw_text(pg_db)
+    assert MARKER not in all_raw_text(pg_db)
 
     async def main() -> None:
         async with AsyncAttestingPostgresSaver.from_conn_string(
@@ -239,7 +223,7 @@ def test_pg_migration_read_by_the_async_saver(pg_db: str, keys: KeyStore, signer
             assert done["note"] == "n more" and len(done["messages"]) == 6
 
     asyncio.run(main())
-    assert MARKER not in raw_text(pg_db)
+    assert MARKER not in all_raw_text(pg_db)
 
 
 def test_pg_migration_refuses_a_key_store_in_the_data_database(
@@ -254,7 +238,7 @@ def test_pg_migration_refuses_a_key_store_in_the_data_database(
         assert not same.threads_of("subject:alice")
         with pytest.raises(NotALangGraphDatabaseError, match="not a LangGraph database"):
             encrypt_postgres_database(other_db, Encryption(same))
-    assert MARKER in raw_text(pg_db)
+    assert MARKER in all_raw_text(pg_db)
     with PostgresSaver.from_conn_string(pg_db) as plain:
         assert {t: tuples(plain, t) for t, _ in THREADS} == raw_before
 

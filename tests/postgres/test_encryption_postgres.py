@@ -30,7 +30,7 @@ from erasure_receipts import (
     Signer,
 )
 from erasure_receipts.shredding import SEALED_TYPE
-from pg_helpers import connect
+from pg_helpers import all_raw_text, connect
 from pg_server import fresh_database
 from test_encryption_sqlite import MARKER, build, cfg
 
@@ -47,21 +47,6 @@ def keys(keys_db: str, tmp_path: Path) -> Iterator[KeyStore]:
     ks = KeyStore.postgres(keys_db, LocalKeyWrapper.generate(tmp_path / "master.key"))
     yield ks
     ks.close()
-
-
-def all_text(dsn: str) -> str:
-    with connect(dsn) as c:
-        out = []
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            out += [str(r[0]) for r in c.execute(f"SELECT t::text FROM {table} t").fetchall()]
-        out += [
-            bytes(r[0]).decode("latin-1")
-            for r in c.execute(
-                "SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL "
-                "UNION ALL SELECT blob FROM checkpoint_writes"
-            ).fetchall()
-        ]
-    return "\n".join(out)
 
 
 THREADS = (("alice-1", "alice"), ("alice-2", "alice"), ("bob-1", "bob"))
@@ -84,7 +69,7 @@ def test_pg_graph_rows_are_encrypted(pg_db: str, keys: KeyStore, signer: Signer)
         forked = graph.invoke({"messages": [HumanMessage(content="again")]}, history[2].config)
         assert forked["messages"][-1].content == "noted: again"
 
-        text = all_text(pg_db)
+        text = all_raw_text(pg_db)
         assert MARKER not in text and "my secret" not in text
         with connect(pg_db) as c:
             types = {r[0] for r in c.execute("SELECT type FROM checkpoint_blobs").fetchall()}
@@ -171,7 +156,7 @@ def test_pg_async_graph_rows_are_encrypted(pg_db: str, keys: KeyStore, signer: S
             assert tup is not None and tup.checkpoint["channel_values"]["note"].startswith("n ")
 
     asyncio.run(main())
-    text = all_text(pg_db)
+    text = all_raw_text(pg_db)
     assert MARKER not in text and "my secret" not in text
 
 
@@ -254,7 +239,7 @@ def test_pg_shred_subject_reaches_a_pg_dump(
 
     target = _restore(pg_dsn, dump)
     try:
-        assert MARKER not in all_text(target)
+        assert MARKER not in all_raw_text(target)
         with AttestingPostgresSaver.from_conn_string(
             target, signer=signer, encryption=Encryption(keys)
         ) as restored:

@@ -20,8 +20,8 @@ from erasure_receipts import (
     verify_receipt,
 )
 from erasure_receipts.shredding import SEALED_TYPE
-from pg_helpers import connect
-from test_encryption_postgres import all_text, keys, keys_db  # noqa: F401 (fixtures)
+from pg_helpers import all_raw_text, connect
+from test_encryption_postgres import keys, keys_db  # noqa: F401 (fixtures)
 from test_encryption_sqlite import MARKER, build, cfg
 
 THREADS = (("alice-1", "alice"), ("alice-2", "alice"))
@@ -62,7 +62,7 @@ def test_pg_redact_an_encrypted_thread(pg_db: str, keys: KeyStore, signer: Signe
                 graph.invoke({"messages": [HumanMessage(content=text)]}, cfg(thread, user))
         before = decrypted(saver, "alice-1")
         assert sum(MARKER in c for c in before) >= 2
-        assert MARKER not in all_text(pg_db)
+        assert MARKER not in all_raw_text(pg_db)
 
         # Without the key: the sealed rows are named, nothing changes.
         rows = raw_rows(pg_db)
@@ -86,7 +86,7 @@ def test_pg_redact_an_encrypted_thread(pg_db: str, keys: KeyStore, signer: Signe
         assert store.get(("users", "alice"), "profile").value == {
             "email": "alice@[redacted].example"
         }
-        text = all_text(pg_db)
+        text = all_raw_text(pg_db)
         assert MARKER not in text and "[redacted]" not in text
         with connect(pg_db) as c:
             q = ("SELECT type FROM checkpoint_blobs WHERE thread_id='alice-1' UNION "

@@ -450,6 +450,7 @@ AllowInsecureKey = Annotated[
     ),
 ]
 PasswordEnv = Annotated[str | None, typer.Option(help="env var holding the private key's password")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document")]
 VacuumMode = Annotated[
     str | None,
     typer.Option(

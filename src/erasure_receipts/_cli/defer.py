@@ -13,6 +13,7 @@ from ..errors import ConfigurationError, NothingToEraseError
 from ._app import (
     DB_HELP,
     AllowInsecureKey,
+    JsonFlag,
     PasswordEnv,
     Verbose,
     _check_archive,
@@ -145,7 +146,7 @@ def deferrals(
             "--state", help="only deferrals in this state: open, executed, released, lapsed"
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """List the deferrals recorded in the database (read-only): open ones with their end
@@ -183,7 +184,7 @@ def release_deferral(
     db: Annotated[str, typer.Argument(help=DB_HELP)],
     receipt_id: Annotated[str, typer.Argument(help="the deferral receipt's id")],
     reason: Annotated[str, typer.Option("--reason", help="why it ends early (recorded)")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """End an open deferral early without erasing anything (state released, with the

@@ -28,6 +28,7 @@ from ._app import (
     DB_HELP,
     AllowInsecureKey,
     CommitmentKeyFile,
+    JsonFlag,
     PasswordEnv,
     VacuumMode,
     Verbose,
@@ -415,7 +416,7 @@ def recover(
             "with it)",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Issue receipts for erasures that committed but never got one (crash, full disk)."""
@@ -536,7 +537,7 @@ def authorize(
     ] = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Approve one erasure (four eyes): sign the request id, the exact scope and a deadline.
@@ -822,7 +823,7 @@ def locate_cmd(
         list[str] | None, typer.Argument(help="values to find (an email, a name, ...)")
     ] = None,
     needles_file: NeedlesFile = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Find every stored copy of a value (read-only): every row of the checkpoint tables

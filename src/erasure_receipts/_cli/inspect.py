@@ -24,6 +24,7 @@ from ..verify import read_input as _read_input
 from ._app import (
     CommitmentKeyFile,
     JobsOption,
+    JsonFlag,
     KeyOption,
     TrustOption,
     Verbose,
@@ -292,7 +293,7 @@ def prove(
     trust: Annotated[
         Path | None, typer.Option("--trust", help="trust file (keys with validity windows)")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Legal hold: prove a kept row was inside an erasure (receipt + RFC 9162 inclusion)."""
@@ -437,7 +438,7 @@ def open_receipt(
             help="open a receipt without verifying it (the output says NOT verified)",
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Show an auditor that the given ids are the ones a receipt names.

@@ -20,6 +20,7 @@ from ..trust import TrustFile, window_text
 from ..verify import _display
 from ..verify import read_input as _read_input
 from ._app import (
+    JsonFlag,
     Verbose,
     _check_out,
     _check_time,
@@ -199,7 +200,7 @@ def trust_add(
 @trust_app.command("list")
 def trust_list(
     file: Annotated[Path, typer.Argument(help="trust file")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """List a trust file's keys: key id, name and validity window, in file order."""

@@ -20,6 +20,7 @@ from ..verify import read_input as _read_input
 from ._app import (
     AllowInsecureKey,
     JobsOption,
+    JsonFlag,
     KeyOption,
     PasswordEnv,
     TrustOption,
@@ -69,7 +70,7 @@ def log_append(
     ] = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Append receipt files (their exact bytes) to a log under one new signed checkpoint.
@@ -135,7 +136,7 @@ def log_verify(
         Path | None,
         typer.Option("--policy", help="witness policy the latest checkpoint must meet"),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="print failures only")] = False,
     verbose: Verbose = False,
 ) -> None:
@@ -256,7 +257,7 @@ def log_prove(
 @log_app.command("checkpoint")
 def log_checkpoint(
     log: Annotated[Path, typer.Argument(help="log directory")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Print the log's latest signed checkpoint (C2SP tlog-checkpoint note): keep it, and
@@ -339,7 +340,7 @@ def log_timestamp(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, max=600, help="seconds to wait for the TSA")
     ] = 10.0,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Time-stamp the log's latest checkpoint with an RFC 3161 TSA (imprint: SHA-256 of
@@ -408,7 +409,7 @@ def log_witness_add(
 @log_witness_app.command("push")
 def log_witness_push(
     log: Annotated[Path, typer.Argument(help="log directory")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Send the latest checkpoint to every witness of the log and keep their

@@ -14,6 +14,7 @@ from ._app import (
     DB_HELP,
     AllowInsecureKey,
     JobsOption,
+    JsonFlag,
     PasswordEnv,
     Verbose,
     _check_archive,
@@ -65,7 +66,7 @@ def replay(
     jobs: JobsOption = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Re-erase, after a backup restore, what the archived receipts say was erased.

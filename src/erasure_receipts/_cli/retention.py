@@ -14,6 +14,7 @@ from ..signing import Signer
 from ._app import (
     DB_HELP,
     AllowInsecureKey,
+    JsonFlag,
     PasswordEnv,
     VacuumMode,
     Verbose,
@@ -142,7 +143,7 @@ def retention(
     vacuum: VacuumMode = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
     batch: Annotated[
         bool,

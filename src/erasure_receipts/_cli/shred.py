@@ -12,6 +12,7 @@ import typer
 from ._app import (
     DB_HELP,
     AllowInsecureKey,
+    JsonFlag,
     PasswordEnv,
     Verbose,
     _check_archive,
@@ -77,7 +78,7 @@ def shred(
     ] = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Crypto-shred: destroy the data key of --subject (or --thread) in the key store,
@@ -144,7 +145,7 @@ def encrypt(
     master_key_env: Annotated[
         str | None, typer.Option("--master-key-env", help="env var holding the key-encryption key")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Migrate a plaintext SQLite or PostgreSQL database to per-subject encryption, in place.

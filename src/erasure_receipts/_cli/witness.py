@@ -13,7 +13,16 @@ import typer
 from ..errors import Error, InputError
 from ..verify import _display
 from ..verify import read_input as _read_input
-from ._app import AllowInsecureKey, PasswordEnv, Verbose, _Group, _load_signer, _log_errors, app
+from ._app import (
+    AllowInsecureKey,
+    JsonFlag,
+    PasswordEnv,
+    Verbose,
+    _Group,
+    _load_signer,
+    _log_errors,
+    app,
+)
 from ._base import _die, _emit_json, _run
 from .verify_fast import EXIT_INVALID, EXIT_IO, EXIT_USAGE
 
@@ -142,7 +151,7 @@ def witness_cosign(
     ] = None,
     password_env: PasswordEnv = None,
     allow_insecure_key: AllowInsecureKey = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Cosign a checkpoint offline, exactly as the HTTP witness would (same state, same
@@ -185,7 +194,7 @@ def witness_watch(
         ),
     ],
     policy: Annotated[Path, typer.Option("--policy", help="witness policy: the trusted logs")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    as_json: JsonFlag = False,
     verbose: Verbose = False,
 ) -> None:
     """Report a split view (exit 1): two checkpoints of one log of the same size with

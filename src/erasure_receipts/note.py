@@ -20,15 +20,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError, Error, LogError
-from .signing import PublicKey, Signer, b64decode, b64encode
+from .signing import PublicKey, Signer, b64decode, b64encode, sha256
 
 if TYPE_CHECKING:
     from .verify import TrustStore
-
-try:  # the builtin module (hashlib would load OpenSSL's wrapper too)
-    from _sha256 import sha256  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import sha256
 
 _CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f]")
 """Control characters a note may not hold (every one but newline)."""

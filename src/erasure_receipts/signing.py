@@ -15,9 +15,10 @@ from __future__ import annotations
 import binascii
 
 try:  # the builtin module: hashlib would also load OpenSSL's libcrypto wrapper at import
-    from _sha256 import sha256  # type: ignore[import-not-found]
+    # (note, witness and timestamp use this sha256 too)
+    from _sha256 import sha256 as sha256  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import sha256
+    from hashlib import sha256 as sha256
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm

@@ -27,15 +27,11 @@ import datetime
 from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError, TimestampError
+from .signing import sha256
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
     from rfc3161_client import TimeStampResponse
-
-try:  # the builtin module (hashlib would load OpenSSL's wrapper too)
-    from _sha256 import sha256  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import sha256
 
 __all__ = [
     "MAX_TOKEN",

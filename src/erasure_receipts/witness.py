@@ -33,17 +33,12 @@ from .digest import EMPTY_ROOT, verify_consistency
 from .errors import ConfigurationError, InputError, LogError, WitnessError
 from .log import _read_small, _replace_file
 from .note import MAX_NOTE, Checkpoint, _check_name, cosign, cosigner_vkey
-from .signing import PublicKey, Signer, b64decode
+from .signing import PublicKey, Signer, b64decode, sha256
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - no witness state on Windows
     fcntl = None  # type: ignore[assignment]
-
-try:  # the builtin module (hashlib would load OpenSSL's wrapper too)
-    from _sha256 import sha256  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import sha256
 
 __all__ = [
     "MAX_PROOF_LINES",

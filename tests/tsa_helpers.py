@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from erasure_receipts.timestamp import TsaTrust
+
 OPENSSL = shutil.which("openssl")
 UTC = datetime.UTC
 
@@ -152,3 +154,16 @@ def serve_tsa(cert: Path, key: Path, *, answer: bytes | None = None
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+class Tsas:
+    """A test PKI with a good TSA, an expired one and one under another root."""
+
+    def __init__(self, d: Path) -> None:
+        self.pki = Pki(d / "good", "good")
+        self.cert, self.key = self.pki.tsa("tsa")
+        past = datetime.datetime.now(UTC) - datetime.timedelta(days=1)
+        self.expired, self.expired_key = self.pki.tsa("expired", not_after=past)
+        self.other = Pki(d / "other", "other")
+        self.other_cert, self.other_key = self.other.tsa("tsa")
+        self.trust = TsaTrust(self.cert.read_bytes(), self.pki.root_pem.read_bytes())

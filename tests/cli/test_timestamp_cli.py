@@ -9,7 +9,6 @@ never imports the TSP library."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ from erasure_receipts.log import ReceiptLog, verifier_key
 from receipt_factory import TRUSTED, make_receipt, make_statement
 from test_verify_inputs import validator
 from test_witness_cli import ORIGIN, one_error_line, run
-from tsa_helpers import OPENSSL, UTC, Pki, serve_tsa
+from tsa_helpers import OPENSSL, Tsas, serve_tsa
 
 # Under CI=true (.ci/run installs openssl) a missing command fails the tests, never skips them.
 pytestmark = pytest.mark.skipif(
@@ -39,16 +38,14 @@ SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 class Env:
     def __init__(self, d: Path) -> None:
+        t = Tsas(d)  # the unit tests' PKI (this class's trust() writes trust files instead)
+        self.pki, self.cert, self.key, self.other = t.pki, t.cert, t.key, t.other
+        self.expired, self.expired_key = t.expired, t.expired_key
+        self.other_cert, self.other_key = t.other_cert, t.other_key
         self.d = d
         self.pub = d / "log.pub.pem"
         self.pub.write_bytes(TRUSTED.public_pem())
         self.log = d / "log"
-        self.pki = Pki(d / "good", "good")
-        self.cert, self.key = self.pki.tsa("tsa")
-        past = datetime.datetime.now(UTC) - datetime.timedelta(days=1)
-        self.expired, self.expired_key = self.pki.tsa("expired", not_after=past)
-        self.other = Pki(d / "other", "other")
-        self.other_cert, self.other_key = self.other.tsa("tsa")
         self.files: list[Path] = []
         self.policy = d / "policy.txt"
         self.policy.write_text(f"log {verifier_key(ORIGIN, TRUSTED.public_key)}\nquorum none\n")

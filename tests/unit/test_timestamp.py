@@ -31,7 +31,7 @@ from erasure_receipts.timestamp import (
 )
 from erasure_receipts.verify import TrustStore
 from receipt_factory import TRUSTED, make_receipt, make_statement
-from tsa_helpers import OPENSSL, UTC, Pki, serve_tsa
+from tsa_helpers import OPENSSL, UTC, Tsas, serve_tsa
 
 # Under CI=true (.ci/run installs openssl) a missing command fails the tests, never skips them.
 pytestmark = pytest.mark.skipif(
@@ -46,17 +46,6 @@ POLICY = Policy.parse(f"log {verifier_key(ORIGIN, TRUSTED.public_key)}\nquorum n
 def rec(n: int, issued_at: str | None = None) -> Receipt:
     extra = {"issued_at": issued_at} if issued_at else {}
     return make_receipt(make_statement(receipt_id=str(uuid.UUID(int=n + 1, version=4)), **extra))
-
-
-class Tsas:
-    def __init__(self, d: Path) -> None:
-        self.pki = Pki(d / "good", "good")
-        self.cert, self.key = self.pki.tsa("tsa")
-        past = datetime.datetime.now(UTC) - datetime.timedelta(days=1)
-        self.expired, self.expired_key = self.pki.tsa("expired", not_after=past)
-        self.other = Pki(d / "other", "other")
-        self.other_cert, self.other_key = self.other.tsa("tsa")
-        self.trust = TsaTrust(self.cert.read_bytes(), self.pki.root_pem.read_bytes())
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -651,6 +651,9 @@ class FakeReader:
     def count_store(self, namespaces: Sequence[tuple[str, ...]]) -> int:
         fire(self.faults, "api_read_back", namespaces)
         return 0
+
+    def detached(self) -> AbstractContextManager[FakeReader | None]:
+        return nullcontext(None)  # one in-memory database: read back in turn
 
 
 class FaultySigner(Signer):

@@ -10,7 +10,9 @@ lease scope -> (database) plan, lock, measure, delete, in-transaction checks, to
 journal, commit, residue, re-measure (``protocol.erase_rows``; retried on transient
 conflicts, with an operation's ``guard`` first inside the transaction) -> public-API
 read-back (``readback``) -> statement -> journal the statement -> sign -> archive ->
-mark issued -> release leases. :meth:`Eraser.recover` completes journaled erasures
+mark issued -> release leases; :meth:`Eraser.begin` is that route up to the read-back's
+start, :meth:`Eraser.finish` the rest (a batched sweep overlaps one batch's read-back
+with the next batch's transaction). :meth:`Eraser.recover` completes journaled erasures
 whose process died (``protocol.resume_rows``).
 
 Operations (thread, history, subject, sweeps) only build requests and guards; the
@@ -27,6 +29,8 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future
+from contextlib import ExitStack
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "Committed",
     "Eraser",
     "Guard",
     "NamespacesFor",
@@ -94,6 +99,22 @@ Guard = Callable[[Any], None]
 
 MAX_ATTEMPTS = 5
 """Erasure attempts when the backend reports a transient conflict (deadlock, ...)."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """An erasure whose phase one committed, its receipt not yet issued
+    (:meth:`Eraser.begin`; :meth:`Eraser.finish` issues it)."""
+
+    request: ErasureRequest
+    outcome: RowsOutcome
+    checked: ErasureRequest
+    """What the read-back checks (a history erasure's: with the kept set it fixed)."""
+    namespaces: set[str]
+    readback: Future[list[ApiCheck]] | None
+    """The read-back running on another connection, or None (run by ``finish``)."""
+    scope: ExitStack
+    """The lease scope: the entry stays leased until ``finish``."""
 
 
 class PendingErasure(NamedTuple):
@@ -770,13 +791,7 @@ class Eraser:
         (``DeferredError``), unless the request carries it out (``deferral_of``) or
         overrides it (``override_deferral``: the receipt names the deferral); the
         deferral it names is closed as executed once the receipt is issued."""
-        if request.kind != "namespace":
-            request, guard = self._deferral_guard(request, guard)
-        receipt = self._erase(request, residue_scan, guard)
-        if request.deferral_of is not None:
-            note = "overridden" if request.override_deferral else None
-            self._close_deferral(request.deferral_of, receipt, note)
-        return receipt
+        return self.finish(self.begin(request, residue_scan, guard))
 
     def _deferral_guard(
         self, request: ErasureRequest, guard: Guard | None
@@ -808,31 +823,74 @@ class Eraser:
         except Exception as exc:
             log.warning("deferral %s not closed: %s", deferral_of, exc)
 
-    def _erase(
-        self, request: ErasureRequest, residue_scan: ResidueScan, guard: Guard | None
-    ) -> Receipt:
-        with lease.owner_scope(self._release_lease) as leases:
+    def begin(
+        self,
+        request: ErasureRequest,
+        residue_scan: ResidueScan,
+        guard: Guard | None = None,
+        *,
+        readback: tuple[Executor, Reader] | None = None,
+    ) -> Committed:
+        """The first half of :meth:`erase`: its lease scope opened and its phase one
+        committed; :meth:`finish` issues the receipt (until then the journal entry is
+        open and leased, as while :meth:`erase` signs). With ``readback``, the read-back
+        starts at once on that executor through that reader (one with a connection of
+        its own), so a batched sweep's next transaction need not wait for it."""
+        if request.kind != "namespace":
+            request, guard = self._deferral_guard(request, guard)
+        scope = ExitStack()
+        leases = scope.enter_context(lease.owner_scope(self._release_lease))
+        try:
             phase_one = lease.bind(leases, self._phase_one)
             outcome, namespaces = self.db.run(phase_one, request, residue_scan, guard)
+        except BaseException:
+            scope.close()
+            raise
+        try:
+            checked = request
+            if request.kind == "history":  # read back against the kept set it fixed
+                kept = outcome.members["kept_state"]["checkpoints"]
+                checked = replace(
+                    request,
+                    kept=tuple((c["checkpoint_ns"], c["checkpoint_id"]) for c in kept),
+                    removed=outcome.request.removed,
+                )
+            pending = None
+            if readback is not None:
+                executor, reader = readback
+                pending = executor.submit(api_checks, reader, checked, namespaces)
+        except Exception as exc:
+            scope.close()
+            raise self._after_commit_failed(exc) from exc
+        return Committed(request, outcome, checked, namespaces, pending, scope)
+
+    def finish(self, done: Committed) -> Receipt:
+        """The second half of :meth:`erase`: the read-back (or its result), the statement
+        journaled, signed, archived and marked issued; the leases released."""
+        with done.scope:
             try:
-                checked = request
-                if request.kind == "history":  # read back against the kept set it fixed
-                    kept = outcome.members["kept_state"]["checkpoints"]
-                    checked = replace(
-                        request,
-                        kept=tuple((c["checkpoint_ns"], c["checkpoint_id"]) for c in kept),
-                        removed=outcome.request.removed,
-                    )
-                api = api_checks(self.reader, checked, namespaces)
-                statement = self._statement_of(outcome, api)
+                api = None
+                if done.readback is not None:
+                    try:
+                        api = done.readback.result()
+                    except Exception as exc:  # no evidence either way: read back in turn
+                        log.warning("read-back on the second connection failed (%s); "
+                                    "reading back on the saver's", exc)  # fmt: skip
+                if api is None:
+                    api = api_checks(self.reader, done.checked, done.namespaces)
+                statement = self._statement_of(done.outcome, api)
                 statement = self.db.run(
-                    self.journal.record_statement, outcome.receipt_id, statement
+                    self.journal.record_statement, done.outcome.receipt_id, statement
                 )
             except Exception as exc:
                 raise self._after_commit_failed(exc) from exc
             receipt = self._sign(statement)
             self._mark_issued(receipt)
-            return receipt
+        request = done.request
+        if request.deferral_of is not None:
+            note = "overridden" if request.override_deferral else None
+            self._close_deferral(request.deferral_of, receipt, note)
+        return receipt
 
     # -- leases on open journal entries (lease.py) -------------------------------------
 

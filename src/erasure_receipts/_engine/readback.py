@@ -9,7 +9,8 @@ history erasure keeps the thread, so ``list`` must return no removed checkpoint 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -116,6 +117,17 @@ class SaverReader:
         assert self.saver._eraser.store is not None
         return count_items(self.saver._eraser.store, namespaces)
 
+    @contextmanager
+    def detached(self) -> Iterator[Reader | None]:
+        """The saver's ``_readback_saver()`` (a copy on a connection of its own), if it
+        has one."""
+        opener = getattr(self.saver, "_readback_saver", None)
+        if opener is None:
+            yield None
+            return
+        with opener() as saver:
+            yield None if saver is None else SaverReader(saver)
+
 
 class AsyncSaverReader:
     """The reader seam over an async saver: ``aget_tuple``, ``alist`` and ``asearch``
@@ -153,3 +165,18 @@ class AsyncSaverReader:
             return await acount_items(store, namespaces)
 
         return int(self._on_loop(count()))
+
+    @contextmanager
+    def detached(self) -> Iterator[Reader | None]:
+        """The saver's ``_areadback_saver()`` (a copy on a connection of its own,
+        entered and left on the loop), if it has one."""
+        opener = getattr(self.saver, "_areadback_saver", None)
+        if opener is None:
+            yield None
+            return
+        scope = opener()
+        saver = self._on_loop(scope.__aenter__())
+        try:
+            yield None if saver is None else AsyncSaverReader(saver, self._on_loop)
+        finally:
+            self._on_loop(scope.__aexit__(None, None, None))

@@ -15,6 +15,7 @@ of a module or as methods.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, TypeVar
 
 from ..errors import ErasureIncompleteError
@@ -93,6 +94,13 @@ class Reader(Protocol):
 
     def count_store(self, namespaces: Sequence[tuple[str, ...]]) -> int:
         """Items the store's paginated ``search`` returns under ``namespaces``."""
+        ...
+
+    def detached(self) -> AbstractContextManager[Reader | None]:
+        """The same API of the same saver on a connection of its own, usable from another
+        thread while the saver runs its next transaction (a batched sweep reads one
+        batch back beside the next); None where there is none (the read-back then runs
+        in turn)."""
         ...
 
 

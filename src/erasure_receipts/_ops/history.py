@@ -315,6 +315,24 @@ def sweep(
         if dry_run and event.outcome.startswith("would_be_"):
             carried.update(d.threads)
         emit(event)
+    try:
+        _select(er, mode, before, dry_run, tombstone, context, result, batcher, carried, limit,
+                emit)  # fmt: skip
+    except BaseException:
+        if batcher is not None:
+            batcher.close(abandon=True)
+        raise
+    if batcher is not None:
+        batcher.close()
+    return result
+
+
+def _select(
+    er: Eraser, mode: str, before: str, dry_run: bool, tombstone: bool, context: Any,
+    result: SweepResult, batcher: Batcher | None, carried: set[str], limit: int | None,
+    emit: Callable[[SweepEvent], None],
+) -> None:  # fmt: skip
+    """The sweep's selection: page by page, each idle thread swept (or queued)."""
     after: str | None = None
     while not result.limited:
         page = er.db.run(er.journal.idle_threads, before, after, PAGE)
@@ -344,7 +362,6 @@ def sweep(
                 emit(swept)
     if batcher is not None:
         batcher.flush()
-    return result
 
 
 def _next_pass(batcher: Batcher) -> bool:

@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any
 
-from .._engine.eraser import Eraser, Guard
+from .._engine.eraser import Committed, Eraser, Guard
 from .._engine.protocol import _Abort
+from .._engine.seams import Reader
 from .._engine.types import ErasureRequest
 from ..errors import ConfigurationError, NothingToEraseError
 from ..receipt import Receipt
@@ -124,9 +127,66 @@ class Batcher:
         self.passes = 0
         self.claims = getattr(er.journal, "claim_threads", None)
         self.unclaim = getattr(er.journal, "release_claims", None)
+        self.pending: tuple[Committed, dict[str, str], float] | None = None
+        """The last batch: committed, its read-back running beside the next batch."""
+        self._readback: tuple[Executor, Reader] | None = None
+        self._opened = False
+        self._stack = ExitStack()
 
     def __len__(self) -> int:
-        return len(self.queue)
+        """Threads selected and not yet counted in the result (queued or pending)."""
+        return len(self.queue) + (len(self.pending[1]) if self.pending else 0)
+
+    def close(self, *, abandon: bool = False) -> None:
+        """End of the sweep: the last batch's receipt issued (with ``abandon``, when the
+        sweep is failing, only its lease released: the entry stays open for
+        ``recover_receipts``); the read-back's connection closed."""
+        try:
+            if abandon and self.pending is not None:
+                done, self.pending = self.pending[0], None
+                done.scope.close()
+            self._settle()
+        finally:
+            self._stack.close()
+
+    def _readback_for(self, request: ErasureRequest) -> tuple[Executor, Reader] | None:
+        """The executor and detached reader a batch's read-back runs on, opened on first
+        use (none for a store's namespaces: the store may share the saver's connection)."""
+        if not self._opened:
+            self._opened = True
+            reader = self._stack.enter_context(self.er.reader.detached())
+            if reader is not None:
+                pool = self._stack.enter_context(
+                    ThreadPoolExecutor(1, thread_name_prefix="erasure-readback")
+                )
+                self._readback = (pool, reader)
+        return None if request.store_namespaces else self._readback
+
+    def _settle(self) -> None:
+        """Issue the pending batch's receipt (its read-back is done or nearly so)."""
+        pending, self.pending = self.pending, None
+        self._issue(pending)
+
+    def _issue(self, pending: tuple[Committed, dict[str, str], float] | None) -> None:
+        """Issue the receipt of a batch taken off ``pending``."""
+        if pending is None:
+            return
+        done, latest, elapsed = pending
+        if done.readback is not None and done.readback.exception() is not None:
+            self._readback = None  # its connection failed: the next batches read in turn
+        try:
+            receipt = self.er.finish(done)
+        except Exception as exc:
+            self._failed(sorted(latest), latest, exc)
+            return
+        self._done(receipt, latest, elapsed)
+
+    def _failed(self, tids: list[str], latest: dict[str, str], exc: Exception) -> None:
+        log.warning("retention sweep: a batch of %d thread(s) failed (%s); erasing "
+                    "them one by one", len(tids), exc)  # fmt: skip
+        self.size = max(1, self.size // 4)
+        for t in tids:
+            self.emit(self.single(t, latest[t]))
 
     def offer(self, tid: str, latest: str) -> None:
         """Queue one selected thread; erase the batch once it is full."""
@@ -201,9 +261,10 @@ class Batcher:
             tids = sorted(latest)
             if not tids:
                 return
+            request = self._request(tids)
             try:
-                receipt = self.er.erase(self._request(tids), self.er.residue_scan,
-                                        self._guard(tids))  # fmt: skip
+                done = self.er.begin(request, self.er.residue_scan, self._guard(tids),
+                                     readback=self._readback_for(request))  # fmt: skip
             except _BatchChanged as exc:
                 for t, why in sorted(exc.dropped.items()):
                     self.result._skip(why)
@@ -215,14 +276,18 @@ class Batcher:
                     self.emit(self.event(t, "nothing_to_remove", latest=latest[t]))
                 return
             except Exception as exc:
-                log.warning("retention sweep: a batch of %d thread(s) failed (%s); erasing "
-                            "them one by one", len(tids), exc)  # fmt: skip
-                self.size = max(1, self.size // 4)
-                for t in tids:
-                    self.emit(self.single(t, latest[t]))
+                self._settle()
+                self._failed(tids, latest, exc)
                 return
-            self._done(receipt, latest, self.er.phase_one_seconds)
+            # The previous batch's read-back ran beside this transaction: issue its
+            # receipt now; this one's read-back runs beside the next. This one is pending
+            # first, so whatever interrupts the other's receipt, close() releases it.
+            previous, self.pending = self.pending, (done, latest, self.er.phase_one_seconds)
+            self._issue(previous)
+            if done.readback is None:
+                self._settle()
             return
+        self._settle()
         for t in sorted(latest):  # kept changing: thread by thread
             self.emit(self.single(t, latest[t]))
 

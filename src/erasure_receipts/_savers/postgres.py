@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import copy
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import datetime
@@ -50,11 +52,13 @@ from .._backends.postgres import (
     PostgresBackend,
     Session,
     SyncSession,
+    asecond_connection,
     ensure_deferrals,
     ensure_schema,
     is_tombstone_error,
     retryable,
     schema_installed,
+    second_connection,
     server_identity,
 )
 from .._backends.sealing import SEALED_TYPE, Encryption, SealingSerde
@@ -437,6 +441,35 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
                 conn, None if isinstance(self.conn, psycopg.Connection) else self.conn
             )
 
+    @contextmanager
+    def _readback_saver(self) -> Iterator[AttestingPostgresSaver | None]:
+        """A copy of this saver on a second connection to the same database, for a
+        batched sweep's read-back beside its next transaction (the saver's own lock is
+        held by that transaction); None where the read-back runs in turn: a pool (its
+        leases hold connections of their own, a small pool could run dry), a pipeline,
+        a store or encryption (they hold state tied to this connection), or a second
+        connection that cannot be opened, or that would not see the same tables."""
+        conn = self.conn
+        if (
+            not isinstance(conn, psycopg.Connection)
+            or self.pipe is not None
+            or self._eraser.store is not None
+            or self.encryption is not None
+        ):
+            yield None
+            return
+        with self.lock:  # the saver's connection, between its transactions
+            other = second_connection(conn, pg_backend.CHECKPOINT_TABLES)
+        if other is None:
+            yield None
+            return
+        try:
+            twin = copy.copy(self)
+            twin.conn, twin.lock = other, threading.Lock()
+            yield twin
+        finally:
+            other.close()
+
     def setup(self) -> None:
         """The parent's ``setup`` (migrations), then this library's tables, functions and
         tombstone triggers (idempotent; needs the privileges the README lists)."""
@@ -644,6 +677,31 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
                     yield cls(conn, pipe, signer=signer, **kwargs)
             else:
                 yield cls(conn, signer=signer, **kwargs)
+
+    @asynccontextmanager
+    async def _areadback_saver(self) -> AsyncIterator[AsyncAttestingPostgresSaver | None]:
+        """Async :meth:`AttestingPostgresSaver._readback_saver`: a copy on a second
+        connection, whose read-back the event loop interleaves with the next batch."""
+        conn = self.conn
+        if (
+            not isinstance(conn, psycopg.AsyncConnection)
+            or self.pipe is not None
+            or self._eraser.store is not None
+            or self.encryption is not None
+        ):
+            yield None
+            return
+        async with self.lock:  # the saver's connection, between its transactions
+            other = await asecond_connection(conn, pg_backend.CHECKPOINT_TABLES)
+        if other is None:
+            yield None
+            return
+        try:
+            twin = copy.copy(self)
+            twin.conn, twin.lock = other, asyncio.Lock()
+            yield twin
+        finally:
+            await other.close()
 
     @asynccontextmanager
     async def _session(self) -> AsyncIterator[AsyncBridgeSession]:

@@ -95,7 +95,15 @@ from .schema import (
     server_identity,
     tables_present,
 )
-from .session import FETCH_ROWS, AsyncBridgeSession, Session, SyncSession, stream
+from .session import (
+    FETCH_ROWS,
+    AsyncBridgeSession,
+    Session,
+    SyncSession,
+    asecond_connection,
+    second_connection,
+    stream,
+)
 
 __all__ = [
     "ADVISORY_CLASS",
@@ -120,6 +128,7 @@ __all__ = [
     "PostgresJournal",
     "Session",
     "SyncSession",
+    "asecond_connection",
     "database_label",
     "describe",
     "ensure_deferrals",
@@ -151,6 +160,7 @@ __all__ = [
     "retryable",
     "run_in_flight",
     "schema_installed",
+    "second_connection",
     "server_identity",
     "still_pending",
     "stream",

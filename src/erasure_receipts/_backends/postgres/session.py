@@ -7,15 +7,28 @@ loop) - and :func:`stream`, a server-side cursor over it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator, Sequence
+import logging
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import tuple_row
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row, tuple_row
 
-__all__ = ["FETCH_ROWS", "AsyncBridgeSession", "Session", "SyncSession", "stream", "text_of"]
+__all__ = [
+    "FETCH_ROWS",
+    "AsyncBridgeSession",
+    "Session",
+    "SyncSession",
+    "asecond_connection",
+    "second_connection",
+    "stream",
+    "text_of",
+]
+
+log = logging.getLogger("erasure_receipts")
 
 FETCH_ROWS = 500
 """Rows per ``FETCH`` from the server-side cursor: memory stays bounded by this page."""
@@ -222,3 +235,79 @@ def text_of(v: Any) -> str:
     """A text value as a binary cursor returns it (``bytes``, from ``convert_to``) or a
     text one does."""
     return bytes(v).decode("utf-8") if isinstance(v, bytes | bytearray | memoryview) else str(v)
+
+
+def _where(tables: Iterable[str]) -> str:
+    """What a connection resolves: its database, search path and each table's oid."""
+    oids = ", ".join(f"pg_catalog.to_regclass('{t}')::oid::bigint AS \"{t}\"" for t in tables)
+    return (
+        "SELECT pg_catalog.current_database() AS db, "
+        f"pg_catalog.current_setting('search_path') AS path, {oids}"
+    )
+
+
+_SET_PATH = "SELECT pg_catalog.set_config('search_path', %s, false)"
+_OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+"""A second connection configured as LangGraph configures the saver's."""
+
+
+def _conninfo(pgconn: pq.abc.PGconn) -> str:
+    """The connection's parameters as libpq used them (the password included)."""
+    return make_conninfo("", **{o.keyword.decode(): o.val.decode()
+                                for o in pgconn.info if o.val is not None})  # fmt: skip
+
+
+def _refused(why: str) -> None:
+    log.info("batched sweep: read-back in turn (%s)", why)
+
+
+def second_connection(
+    conn: psycopg.Connection[Any], tables: Sequence[str]
+) -> psycopg.Connection[Any] | None:
+    """A new connection with ``conn``'s parameters (password included) and search path,
+    configured as LangGraph's (autocommit, ``dict_row``); None, logged, if it cannot be
+    opened or does not resolve ``tables`` to the same ones (a temporary table of
+    ``conn``'s session, say). The caller holds ``conn``'s lock."""
+    query = _where(tables)
+    try:
+        here = conn.cursor(row_factory=dict_row).execute(query).fetchone()
+        other = psycopg.Connection.connect(_conninfo(conn.pgconn), **_OPTIONS)
+    except psycopg.Error as exc:
+        _refused(f"no second connection: {exc}")
+        return None
+    try:
+        assert here is not None
+        other.execute(_SET_PATH, (here["path"],))
+        there = other.execute(query).fetchone()
+    except psycopg.Error as exc:
+        there = f"failed: {exc}"
+    if there != here:
+        other.close()
+        _refused(f"a second connection sees other tables: {there}")
+        return None
+    return other
+
+
+async def asecond_connection(
+    conn: psycopg.AsyncConnection[Any], tables: Sequence[str]
+) -> psycopg.AsyncConnection[Any] | None:
+    """Async :func:`second_connection` (the caller holds ``conn``'s lock)."""
+    query = _where(tables)
+    try:
+        cur = await conn.cursor(row_factory=dict_row).execute(query)
+        here = await cur.fetchone()
+        other = await psycopg.AsyncConnection.connect(_conninfo(conn.pgconn), **_OPTIONS)
+    except psycopg.Error as exc:
+        _refused(f"no second connection: {exc}")
+        return None
+    try:
+        assert here is not None
+        await other.execute(_SET_PATH, (here["path"],))
+        there = await (await other.execute(query)).fetchone()
+    except psycopg.Error as exc:
+        there = f"failed: {exc}"
+    if there != here:
+        await other.close()
+        _refused(f"a second connection sees other tables: {there}")
+        return None
+    return other

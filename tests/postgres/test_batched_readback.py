@@ -1,0 +1,227 @@
+"""A batched PostgreSQL sweep reads each batch back through LangGraph's API on a second
+connection, beside the next batch's transaction (real server, sync and async): the
+read-back runs there and finds what a late writer put back (the batch's receipt is then
+refused); a second connection that would see other tables, or cannot be opened, is not
+used; and every receipt stays true either way (checked from the receipts and the rows)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres import PostgresSaver
+
+from erasure_receipts import (
+    AsyncAttestingPostgresSaver,
+    AttestingPostgresSaver,
+    Signer,
+    verify_receipt,
+)
+from erasure_receipts._engine import eraser as eraser_module
+from pg_helpers import connect
+from test_batched_sweep_postgres import IDLE, assert_exactly_once, build, listed
+from test_history_graphs import cfg, chat_graph, human
+
+
+def _sweep(dsn: str, signer: Signer, archive: Path, **kw: Any) -> Any:
+    with AttestingPostgresSaver.from_conn_string(dsn, signer=signer, archive=archive) as saver:
+        return saver.erase_idle_threads(timedelta(days=30), batch=12, **kw)
+
+
+def test_read_back_runs_on_a_second_connection(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(pg_db, monkeypatch)
+    seen: list[tuple[str, int]] = []  # (thread, the reading connection's server pid)
+    real = AttestingPostgresSaver.get_tuple
+
+    def spy(self: AttestingPostgresSaver, config: Any) -> Any:
+        seen.append((threading.current_thread().name, self.conn.info.backend_pid))
+        return real(self, config)
+
+    monkeypatch.setattr(AttestingPostgresSaver, "get_tuple", spy)
+    archive = tmp_path / "receipts"
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        own = saver.conn.info.backend_pid
+        result = saver.erase_idle_threads(timedelta(days=30), batch=12)
+    assert result.ok and result.threads == len(IDLE)
+    assert len(seen) == len(IDLE)  # one get_tuple per erased thread, all in the read-back
+    assert {name.split("_")[0] for name, _ in seen} == {"erasure-readback"}
+    assert own not in {pid for _, pid in seen}
+    assert_exactly_once(pg_db, archive, signer)
+    for p in archive.glob("*.json"):
+        checks = {c["name"] for c in verify_receipt(p.read_bytes(), [signer.public_key])
+                  .statement["predicate"]["checks"]}  # fmt: skip
+        assert {"api_get_tuple_none", "api_list_empty"} <= checks
+
+
+async def test_async_read_back_runs_on_a_second_connection(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async saver: the loop interleaves the read-back on its second connection
+    with the next batch; the same receipts, each thread in exactly one."""
+    build(pg_db, monkeypatch)
+    pids: list[int] = []
+    real = AsyncAttestingPostgresSaver.aget_tuple
+
+    async def spy(self: AsyncAttestingPostgresSaver, config: Any) -> Any:
+        pids.append(self.conn.info.backend_pid)
+        return await real(self, config)
+
+    monkeypatch.setattr(AsyncAttestingPostgresSaver, "aget_tuple", spy)
+    archive = tmp_path / "receipts"
+    async with AsyncAttestingPostgresSaver.from_conn_string(
+        pg_db, signer=signer, archive=archive
+    ) as saver:
+        own = saver.conn.info.backend_pid
+        result = await saver.aerase_idle_threads(timedelta(days=30), batch=12)
+        assert saver.conn.info.backend_pid == own
+    assert result.ok and result.threads == len(IDLE)
+    assert len(pids) == len(IDLE) and own not in pids and len(set(pids)) == 1
+    assert_exactly_once(pg_db, archive, signer)
+
+
+def test_a_late_write_found_by_the_read_back_refuses_the_batch_receipt(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without tombstones a late writer can put an erased thread back between a batch's
+    commit and its read-back: the read-back (on the second connection, while the next
+    batch runs) finds it, no receipt lists that batch, its entry stays open for
+    recover_receipts, and every other idle thread is in exactly one verifying receipt."""
+    build(pg_db, monkeypatch)
+    real = eraser_module.api_checks
+    back: list[str] = []
+
+    def late_writer_first(reader: Any, request: Any, namespaces: Any) -> Any:
+        if not back:  # the first batch's read-back: a plain saver writes one thread again
+            back.append(request.threads[0])
+            with PostgresSaver.from_conn_string(pg_db) as plain:
+                chat_graph(plain).invoke(human("back again"), cfg(back[0]))
+        return real(reader, request, namespaces)
+
+    monkeypatch.setattr(eraser_module, "api_checks", late_writer_first)
+    archive = tmp_path / "receipts"
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        result = saver.erase_idle_threads(timedelta(days=30), batch=12, tombstone=False)
+        pending = saver.pending_erasures()
+    assert len(back) == 1 and len(pending) == 1  # the refused batch, left to recovery
+    names = listed(archive)
+    assert back[0] not in names and len(names) == len(set(names))
+    for p in archive.glob("*.json"):
+        verify_receipt(p.read_bytes(), [signer.public_key])
+    with connect(pg_db) as c:
+        alive = {r[0] for r in c.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+    assert back[0] in alive  # the late write is there, and no receipt says otherwise
+    assert set(names) == IDLE - alive - _first_batch(back[0])
+    assert result.threads == len(names)
+
+
+def test_a_read_back_connection_lost_mid_sweep_reads_back_in_turn(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second connection is terminated by the server during the second batch's
+    read-back: that batch is read back on the saver's connection instead, so are the
+    next (no failure is taken for evidence); every idle thread is in exactly one
+    verifying receipt."""
+    build(pg_db, monkeypatch)
+    real = eraser_module.api_checks
+    calls: list[str] = []
+
+    def terminated_second(reader: Any, request: Any, namespaces: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 2:
+            with connect(pg_db) as c:
+                c.execute("SELECT pg_terminate_backend(%s)", (reader.saver.conn.info.backend_pid,))
+        return real(reader, request, namespaces)
+
+    monkeypatch.setattr(eraser_module, "api_checks", terminated_second)
+    archive = tmp_path / "receipts"
+    result = _sweep(pg_db, signer, archive)
+    assert result.ok and result.threads == len(IDLE) and result.failed == 0
+    # 15 batches; the second and the third (started before the second's failure was
+    # known) read back twice, the rest in turn only.
+    second = [n.startswith("erasure-readback") for n in calls]
+    assert len(calls) == 17 and second[:2] == [True, True] and sum(second) == 3
+    assert_exactly_once(pg_db, archive, signer)
+
+
+def _first_batch(first: str) -> set[str]:
+    """The 12 idle threads of the first batch (sorted, from ``first``)."""
+    ordered = sorted(IDLE)
+    i = ordered.index(first)
+    return set(ordered[i : i + 12])
+
+
+def test_a_second_connection_that_sees_other_tables_is_not_used(pg_db: str, signer: Signer) -> None:
+    """A temporary table named ``checkpoints`` on the saver's connection hides the real
+    one there but not on a new connection: that one would read back other rows."""
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        with saver._readback_saver() as twin:
+            assert twin is not None and twin.conn is not saver.conn
+            assert twin.conn.info.backend_pid != saver.conn.info.backend_pid
+            assert twin.get_tuple(cfg("nobody")) is None
+        assert twin.conn.closed
+        saver.conn.execute("CREATE TEMP TABLE checkpoints (thread_id text)")
+        with saver._readback_saver() as twin:
+            assert twin is None
+
+
+def test_no_second_connection_reads_back_in_turn(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New connections refused (the database closed to them after the saver connected):
+    the sweep reads each batch back on its own connection, in turn, and finishes."""
+    build(pg_db, monkeypatch)
+    name = psycopg.conninfo.conninfo_to_dict(pg_db)["dbname"]
+    archive = tmp_path / "receipts"
+    names: list[str] = []
+    real = AttestingPostgresSaver.get_tuple
+
+    def spy(self: AttestingPostgresSaver, config: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return real(self, config)
+
+    monkeypatch.setattr(AttestingPostgresSaver, "get_tuple", spy)
+    admin = psycopg.conninfo.make_conninfo(pg_db, dbname="postgres")
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        with connect(admin) as c:
+            c.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        try:
+            with pytest.raises(psycopg.OperationalError):
+                connect(pg_db).close()  # really refused
+            result = saver.erase_idle_threads(timedelta(days=30), batch=12)
+        finally:
+            with connect(admin) as c:
+                c.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+    assert result.ok and result.threads == len(IDLE)
+    assert names and set(names) == {threading.current_thread().name}
+    assert_exactly_once(pg_db, archive, signer)
+
+
+def test_sweep_interrupted_with_a_batch_pending_leaves_it_to_recovery(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception out of the sweep (here from the progress callback) while a batch
+    waits for its receipt: its lease is released, its entry stays open, and the next
+    sweep issues it; every idle thread ends in exactly one verifying receipt."""
+    build(pg_db, monkeypatch)
+    archive = tmp_path / "receipts"
+    calls = [0]
+
+    def progress(event: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 30:  # during the third batch's events
+            raise KeyboardInterrupt
+
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        with pytest.raises(KeyboardInterrupt):
+            saver.erase_idle_threads(timedelta(days=30), batch=12, progress=progress)
+        assert len(saver.pending_erasures()) == 1
+        saver.erase_idle_threads(timedelta(days=30), batch=12)
+        assert saver.pending_erasures() == []
+    assert_exactly_once(pg_db, archive, signer)

@@ -7,7 +7,6 @@ used; and every receipt stays true either way (checked from the receipts and the
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -83,36 +82,6 @@ async def test_async_read_back_runs_on_a_second_connection(
         assert saver.conn.info.backend_pid == own
     assert result.ok and result.threads == len(IDLE)
     assert len(pids) == len(IDLE) and own not in pids and len(set(pids)) == 1
-    assert_exactly_once(pg_db, archive, signer)
-
-
-def test_parts_not_started_are_read_back_by_the_sweep_itself(
-    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A batch's read-back is queued in parts of 32 threads; when its receipt is due, the
-    parts the second connection has not started are read back on the saver's own (here
-    the read-back thread is slowed down, so the last batch's later parts are taken
-    over); the checks add up to the same receipts."""
-    build(pg_db, monkeypatch)
-    real = eraser_module.api_checks
-    where: list[tuple[str, int]] = []
-
-    def slow_on_the_second(reader: Any, request: Any, namespaces: Any) -> Any:
-        name = threading.current_thread().name
-        if name.startswith("erasure-readback"):
-            time.sleep(0.2)
-        where.append((name.split("_")[0], len(request.threads)))
-        return real(reader, request, namespaces)
-
-    monkeypatch.setattr(eraser_module, "api_checks", slow_on_the_second)
-    archive = tmp_path / "receipts"
-    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
-        result = saver.erase_idle_threads(timedelta(days=30), batch=100)
-    assert result.ok and result.threads == len(IDLE)
-    assert sum(n for _, n in where) == len(IDLE)  # every thread read back once
-    assert max(n for _, n in where) <= 32
-    names = {name for name, _ in where}
-    assert names == {"erasure-readback", threading.current_thread().name}
     assert_exactly_once(pg_db, archive, signer)
 
 

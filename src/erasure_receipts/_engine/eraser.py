@@ -68,7 +68,7 @@ from .codec import redact_entry, request_from_journal
 from .measure import export_leaves, measure_rows
 from .needles import store_locations
 from .protocol import GuardedBackend, _ScopeChanged, erase_rows, resume_rows
-from .readback import ApiCheck, api_checks, merged, split
+from .readback import ApiCheck, api_checks
 from .seams import Database, Journal, Reader, ResidueScan
 from .statement import final_statement, sign_and_archive
 from .targets import applies, target_values
@@ -99,8 +99,6 @@ Guard = Callable[[Any], None]
 
 MAX_ATTEMPTS = 5
 """Erasure attempts when the backend reports a transient conflict (deadlock, ...)."""
-READBACK_PART = 32
-"""Threads per part of a read-back on another connection (``readback.split``)."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +111,8 @@ class Committed:
     checked: ErasureRequest
     """What the read-back checks (a history erasure's: with the kept set it fixed)."""
     namespaces: set[str]
-    readback: list[tuple[ErasureRequest, Future[list[ApiCheck]] | None]]
-    """The read-back's parts, each running on another connection (a future) or to be
-    read by ``finish`` (None)."""
+    readback: Future[list[ApiCheck]] | None
+    """The read-back running on another connection, or None (run by ``finish``)."""
     scope: ExitStack
     """The lease scope: the entry stays leased until ``finish``."""
 
@@ -760,31 +757,6 @@ class Eraser:
         )
         return receipt
 
-    def _read_back(
-        self,
-        parts: list[tuple[ErasureRequest, Future[list[ApiCheck]] | None]],
-        namespaces: set[str],
-    ) -> list[ApiCheck]:
-        """The read-back's checks, from its parts: those the other connection has not
-        started are taken over and read here, the last first (rather than waited for);
-        the others' results are waited for, and one that failed there is read here."""
-        done: dict[int, list[ApiCheck]] = {}
-        for i in reversed(range(len(parts))):
-            part, future = parts[i]
-            if future is None or future.cancel():
-                done[i] = api_checks(self.reader, part, namespaces)
-        for i, (part, future) in enumerate(parts):
-            if i in done:
-                continue
-            assert future is not None
-            try:
-                done[i] = future.result()
-            except Exception as exc:  # no evidence either way: read back in turn
-                log.warning("read-back on the second connection failed (%s); reading back "
-                            "on the saver's", exc)  # fmt: skip
-                done[i] = api_checks(self.reader, part, namespaces)
-        return merged([done[i] for i in range(len(parts))])
-
     @staticmethod
     def _after_commit_failed(exc: BaseException) -> ErasureIncompleteError:
         """Anything failing between commit and signature: the journal entry committed with
@@ -883,22 +855,29 @@ class Eraser:
                     kept=tuple((c["checkpoint_ns"], c["checkpoint_id"]) for c in kept),
                     removed=outcome.request.removed,
                 )
-            parts: list[tuple[ErasureRequest, Future[list[ApiCheck]] | None]] = [(checked, None)]
+            pending = None
             if readback is not None:
                 executor, reader = readback
-                parts = [(part, executor.submit(api_checks, reader, part, namespaces))
-                         for part in split(checked, READBACK_PART)]  # fmt: skip
+                pending = executor.submit(api_checks, reader, checked, namespaces)
         except Exception as exc:
             scope.close()
             raise self._after_commit_failed(exc) from exc
-        return Committed(request, outcome, checked, namespaces, parts, scope)
+        return Committed(request, outcome, checked, namespaces, pending, scope)
 
     def finish(self, done: Committed) -> Receipt:
         """The second half of :meth:`erase`: the read-back (or its result), the statement
         journaled, signed, archived and marked issued; the leases released."""
         with done.scope:
             try:
-                api = self._read_back(done.readback, done.namespaces)
+                api = None
+                if done.readback is not None:
+                    try:
+                        api = done.readback.result()
+                    except Exception as exc:  # no evidence either way: read back in turn
+                        log.warning("read-back on the second connection failed (%s); "
+                                    "reading back on the saver's", exc)  # fmt: skip
+                if api is None:
+                    api = api_checks(self.reader, done.checked, done.namespaces)
                 statement = self._statement_of(done.outcome, api)
                 statement = self.db.run(
                     self.journal.record_statement, done.outcome.receipt_id, statement

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
 from typing import Any
 
 from .._backends.keep_latest import KeepLatest
@@ -20,15 +19,7 @@ from .._backends.store import PAGE_SIZE, acount_items, count_items
 from .seams import Reader
 from .types import ErasureRequest
 
-__all__ = [
-    "API_CHECK",
-    "ApiCheck",
-    "AsyncSaverReader",
-    "SaverReader",
-    "api_checks",
-    "merged",
-    "split",
-]
+__all__ = ["API_CHECK", "ApiCheck", "AsyncSaverReader", "SaverReader", "api_checks"]
 
 ApiCheck = tuple[str, int, str]
 
@@ -51,28 +42,6 @@ def api_checks(reader: Reader, request: ErasureRequest, namespaces: set[str]) ->
         return _nothing_left(reader, request, namespaces)
     finally:
         API_CHECK.reset(token)
-
-
-def split(request: ErasureRequest, size: int) -> list[ErasureRequest]:
-    """``request``'s read-back in parts of at most ``size`` threads (a subject's, with
-    no store namespaces: their checks are per thread; anything else whole), so the parts
-    not yet started when the receipt is due can be read back by whoever is waiting."""
-    threads = request.threads
-    if request.kind != "subject" or request.store_namespaces or len(threads) <= size:
-        return [request]
-    return [replace(request, threads=threads[i : i + size]) for i in range(0, len(threads), size)]
-
-
-def merged(parts: Sequence[Sequence[ApiCheck]]) -> list[ApiCheck]:
-    """The checks of a split read-back as one: each check's items found added up (its
-    detail, which depends on the namespaces only, is the same in every part)."""
-    found: dict[str, int] = {}
-    detail: dict[str, str] = {}
-    for checks in parts:
-        for name, n, text in checks:
-            found[name] = found.get(name, 0) + n
-            detail.setdefault(name, text)
-    return [(name, n, detail[name]) for name, n in found.items()]
 
 
 def _config(thread_id: str, ns: str | None = None) -> dict[str, Any]:

@@ -172,15 +172,13 @@ class Batcher:
         if pending is None:
             return
         done, latest, elapsed = pending
+        if done.readback is not None and done.readback.exception() is not None:
+            self._readback = None  # its connection failed: the next batches read in turn
         try:
             receipt = self.er.finish(done)
         except Exception as exc:
             self._failed(sorted(latest), latest, exc)
             return
-        finally:
-            if any(f is not None and not f.cancelled() and f.exception() is not None
-                   for _, f in done.readback):  # fmt: skip
-                self._readback = None  # its connection failed: the next batches read in turn
         self._done(receipt, latest, elapsed)
 
     def _failed(self, tids: list[str], latest: dict[str, str], exc: Exception) -> None:
@@ -286,7 +284,7 @@ class Batcher:
             # first, so whatever interrupts the other's receipt, close() releases it.
             previous, self.pending = self.pending, (done, latest, self.er.phase_one_seconds)
             self._issue(previous)
-            if all(future is None for _, future in done.readback):
+            if done.readback is None:
                 self._settle()
             return
         self._settle()

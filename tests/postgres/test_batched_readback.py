@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
+from psycopg.rows import dict_row
 
 from erasure_receipts import (
     AsyncAttestingPostgresSaver,
@@ -169,6 +170,35 @@ def test_a_second_connection_that_sees_other_tables_is_not_used(pg_db: str, sign
         saver.conn.execute("CREATE TEMP TABLE checkpoints (thread_id text)")
         with saver._readback_saver() as twin:
             assert twin is None
+
+
+def test_the_second_connection_reads_as_the_first(pg_db: str, signer: Signer) -> None:
+    """Of a list of hosts, the second connection goes to the one the saver's reached (a
+    standby or another server would read another state); another role (``SET ROLE``)
+    or a connection outside autocommit gets none."""
+    params = psycopg.conninfo.conninfo_to_dict(pg_db)
+    hosts = psycopg.conninfo.make_conninfo(pg_db, host=f"/nonexistent,{params['host']}",
+                                           port=f"{params.get('port', 5432)},"
+                                                f"{params.get('port', 5432)}")  # fmt: skip
+    with AttestingPostgresSaver.from_conn_string(hosts, signer=signer) as saver:
+        saver.setup()
+        assert saver.conn.info.host == params["host"]
+        with saver._readback_saver() as twin:
+            assert twin is not None and twin.conn.info.host == params["host"]
+        role = f"r_{saver.conn.info.backend_pid}"
+        saver.conn.execute(f"CREATE ROLE {role}")
+        try:
+            saver.conn.execute(f"SET ROLE {role}")
+            with saver._readback_saver() as twin:
+                assert twin is None
+            saver.conn.execute("RESET ROLE")
+        finally:
+            saver.conn.execute(f"DROP ROLE {role}")
+    with psycopg.Connection.connect(pg_db, row_factory=dict_row) as manual:  # not autocommit
+        saver = AttestingPostgresSaver(manual, signer=signer)
+        with saver._readback_saver() as twin:
+            assert twin is None
+        assert manual.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 def test_no_second_connection_reads_back_in_turn(

@@ -238,10 +238,13 @@ def text_of(v: Any) -> str:
 
 
 def _where(tables: Iterable[str]) -> str:
-    """What a connection resolves: its database, search path and each table's oid."""
+    """What a connection reads: the server instance (not a standby), its database, role
+    and search path, and the oid each table name resolves to."""
     oids = ", ".join(f"pg_catalog.to_regclass('{t}')::oid::bigint AS \"{t}\"" for t in tables)
     return (
-        "SELECT pg_catalog.current_database() AS db, "
+        "SELECT pg_catalog.pg_postmaster_start_time() AS started, "
+        "pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.current_database() AS db, "
+        "current_user AS role, "
         f"pg_catalog.current_setting('search_path') AS path, {oids}"
     )
 
@@ -251,10 +254,15 @@ _OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_fac
 """A second connection configured as LangGraph configures the saver's."""
 
 
-def _conninfo(pgconn: pq.abc.PGconn) -> str:
-    """The connection's parameters as libpq used them (the password included)."""
-    return make_conninfo("", **{o.keyword.decode(): o.val.decode()
-                                for o in pgconn.info if o.val is not None})  # fmt: skip
+def _conninfo(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
+    """The connection's parameters as libpq used them (the password included), pinned
+    to the host and port it is connected to (of a list of hosts, the one chosen)."""
+    params = {o.keyword.decode(): o.val.decode() for o in conn.pgconn.info if o.val is not None}
+    params.update(host=conn.info.host, port=str(conn.info.port))
+    params.pop("hostaddr", None)
+    if conn.info.hostaddr:
+        params["hostaddr"] = conn.info.hostaddr
+    return make_conninfo("", **params)
 
 
 def _refused(why: str) -> None:
@@ -264,14 +272,19 @@ def _refused(why: str) -> None:
 def second_connection(
     conn: psycopg.Connection[Any], tables: Sequence[str]
 ) -> psycopg.Connection[Any] | None:
-    """A new connection with ``conn``'s parameters (password included) and search path,
-    configured as LangGraph's (autocommit, ``dict_row``); None, logged, if it cannot be
-    opened or does not resolve ``tables`` to the same ones (a temporary table of
-    ``conn``'s session, say). The caller holds ``conn``'s lock."""
+    """A new connection with ``conn``'s parameters (password included; the host and port
+    it is connected to) and search path, configured as LangGraph's (autocommit,
+    ``dict_row``); None, logged, if ``conn`` is not in autocommit mode, or the new one
+    cannot be opened, or does not read the same: another server instance or a standby
+    (of several hosts), another role (``SET ROLE``), or ``tables`` resolved to others (a
+    temporary table of ``conn``'s session). The caller holds ``conn``'s lock."""
+    if not conn.autocommit:  # LangGraph's requirement; a query would open a transaction
+        _refused("the saver's connection is not in autocommit mode")
+        return None
     query = _where(tables)
     try:
         here = conn.cursor(row_factory=dict_row).execute(query).fetchone()
-        other = psycopg.Connection.connect(_conninfo(conn.pgconn), **_OPTIONS)
+        other = psycopg.Connection.connect(_conninfo(conn), **_OPTIONS)
     except psycopg.Error as exc:
         _refused(f"no second connection: {exc}")
         return None
@@ -292,11 +305,14 @@ async def asecond_connection(
     conn: psycopg.AsyncConnection[Any], tables: Sequence[str]
 ) -> psycopg.AsyncConnection[Any] | None:
     """Async :func:`second_connection` (the caller holds ``conn``'s lock)."""
+    if not conn.autocommit:
+        _refused("the saver's connection is not in autocommit mode")
+        return None
     query = _where(tables)
     try:
         cur = await conn.cursor(row_factory=dict_row).execute(query)
         here = await cur.fetchone()
-        other = await psycopg.AsyncConnection.connect(_conninfo(conn.pgconn), **_OPTIONS)
+        other = await psycopg.AsyncConnection.connect(_conninfo(conn), **_OPTIONS)
     except psycopg.Error as exc:
         _refused(f"no second connection: {exc}")
         return None

@@ -6,6 +6,9 @@ used; and every receipt stays true either way (checked from the receipts and the
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -254,4 +257,41 @@ def test_sweep_interrupted_with_a_batch_pending_leaves_it_to_recovery(
         assert len(saver.pending_erasures()) == 1
         saver.erase_idle_threads(timedelta(days=30), batch=12)
         assert saver.pending_erasures() == []
+    assert_exactly_once(pg_db, archive, signer)
+
+
+KILLED_WITH_TWO_OPEN = """
+import os, signal, sys
+from datetime import timedelta
+from erasure_receipts import AttestingPostgresSaver, Signer
+from erasure_receipts._engine.eraser import Eraser
+real, calls = Eraser.finish, [0]
+def finish(self, done):
+    calls[0] += 1
+    if calls[0] == 3:  # batch 3 waits for its receipt, batch 4 has committed
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, done)
+Eraser.finish = finish
+with AttestingPostgresSaver.from_conn_string(sys.argv[1], signer=Signer.from_seed(bytes(range(32))),
+                                             archive=sys.argv[2]) as saver:
+    saver.erase_idle_threads(timedelta(days=30), batch=12)
+"""
+
+
+def test_killed_with_two_batches_open_then_rerun(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL while one batch waits for its receipt and the next has committed: both
+    journal entries are open (their leases end with the connection); the re-run issues
+    both and sweeps the rest, every idle thread in exactly one verifying receipt."""
+    build(pg_db, monkeypatch)
+    archive = tmp_path / "receipts"
+    run = subprocess.run([sys.executable, "-c", KILLED_WITH_TWO_OPEN, pg_db, str(archive)],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    assert len(list(archive.glob("*.json"))) == 2
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        assert len(saver.pending_erasures()) == 2
+        result = saver.erase_idle_threads(timedelta(days=30), batch=12)
+        assert result.recovered == 2 and saver.pending_erasures() == []
     assert_exactly_once(pg_db, archive, signer)

@@ -17,6 +17,14 @@ the residue step; not the read-back, signature and archive write that follow, du
 which nobody waits) stays near :data:`BUDGET_SECONDS`, and a batch measures at most
 :data:`BUDGET_ROWS` rows; a writer of a live thread waits at most about that long.
 
+Read-back beside the next batch. Where the saver's reader has a detached copy (a
+second PostgreSQL connection, ``Reader.detached``), a batch's read-back through
+LangGraph's API starts on it as the batch commits (``Eraser.begin``), and the batch's
+receipt is issued (``Eraser.finish``) once the next batch has committed: the two
+overlap. A pending batch is counted in ``len()`` (so ``limit`` holds) and issued by
+:meth:`Batcher.close` at the end; a sweep failing meanwhile releases its lease instead,
+leaving its journal entry to ``recover_receipts`` like a crash after the commit.
+
 Workers. On PostgreSQL each batch first *claims* its threads with session-level
 advisory locks (``pg_try_advisory_lock``, class ``CLAIM_CLASS``): a thread claimed by
 another sweeper is passed over, so several processes (or machines) running the same

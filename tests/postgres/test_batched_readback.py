@@ -204,6 +204,27 @@ def test_the_second_connection_reads_as_the_first(pg_db: str, signer: Signer) ->
         assert manual.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
+def test_a_pipeline_or_a_store_keeps_the_read_back_in_turn(pg_db: str, signer: Signer) -> None:
+    """State tied to the saver's connection (its pipeline, a store that may share it):
+    no second connection is opened."""
+    from langgraph.store.postgres import PostgresStore
+
+    with (
+        AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, pipeline=True) as s,
+        s._readback_saver() as twin,
+    ):
+        assert twin is None
+    with (
+        PostgresStore.from_conn_string(pg_db) as store,
+        AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, store=store) as s,
+    ):
+        with s._readback_saver() as twin:
+            assert twin is None
+        s.store = None  # the same saver without it does get one
+        with s._readback_saver() as twin:
+            assert twin is not None
+
+
 def test_no_second_connection_reads_back_in_turn(
     pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,12 @@ def _identity(session: Session) -> tuple[Any, ...] | None:
         return None
 
 
+def _may_read_back_beside(saver: Any) -> bool:
+    """Whether a batched sweep on one connection (not a pool) may read back on a second
+    one: no pipeline, store or encryption holds state tied to the first."""
+    return saver.pipe is None and saver._eraser.store is None and saver.encryption is None
+
+
 def _pg_options(vacuum: bool | str, lock_timeout_ms: int) -> tuple[bool | str, int]:
     if vacuum not in (False, True, "full"):
         raise ConfigurationError('vacuum= must be False, True or "full"')
@@ -450,12 +456,7 @@ class AttestingPostgresSaver(ErasureMethods, PostgresSaver):
         a store or encryption (they hold state tied to this connection), or a second
         connection that cannot be opened, or that would not see the same tables."""
         conn = self.conn
-        if (
-            not isinstance(conn, psycopg.Connection)
-            or self.pipe is not None
-            or self._eraser.store is not None
-            or self.encryption is not None
-        ):
+        if not isinstance(conn, psycopg.Connection) or not _may_read_back_beside(self):
             yield None
             return
         with self.lock:  # the saver's connection, between its transactions
@@ -683,12 +684,7 @@ class AsyncAttestingPostgresSaver(AsyncErasureMethods, AsyncPostgresSaver):
         """Async :meth:`AttestingPostgresSaver._readback_saver`: a copy on a second
         connection, whose read-back the event loop interleaves with the next batch."""
         conn = self.conn
-        if (
-            not isinstance(conn, psycopg.AsyncConnection)
-            or self.pipe is not None
-            or self._eraser.store is not None
-            or self.encryption is not None
-        ):
+        if not isinstance(conn, psycopg.AsyncConnection) or not _may_read_back_beside(self):
             yield None
             return
         async with self.lock:  # the saver's connection, between its transactions

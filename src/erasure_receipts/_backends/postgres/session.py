@@ -296,7 +296,7 @@ def second_connection(
         there = f"failed: {exc}"
     if there != here:
         other.close()
-        _refused(f"a second connection sees other tables: {there}")
+        _refused(f"a second connection reads another server, role or tables: {there}")
         return None
     return other
 
@@ -324,6 +324,6 @@ async def asecond_connection(
         there = f"failed: {exc}"
     if there != here:
         await other.close()
-        _refused(f"a second connection sees other tables: {there}")
+        _refused(f"a second connection reads another server, role or tables: {there}")
         return None
     return other

@@ -42,6 +42,7 @@ def compile_package(root: Path, out: Path) -> dict[str, str]:
             cfile=str(target),
             dfile=str(rel),
             doraise=True,
+            optimize=0,  # the plain name holds asserts, whatever -O the build runs with
             invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
         )
         included[str(target)] = cached.as_posix()

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,75 @@ def test_a_read_back_connection_lost_mid_sweep_reads_back_in_turn(
     assert_exactly_once(pg_db, archive, signer)
 
 
+def test_a_batch_whose_receipt_failed_counts_against_the_limit(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``limit=30``: the first batch commits but its read-back finds a late write, so it
+    has no receipt (its entry stays open); its threads are gone all the same, so the
+    sweep erases only 18 more."""
+    build(pg_db, monkeypatch)
+    real = eraser_module.api_checks
+    back: list[str] = []
+
+    def late_writer_first(reader: Any, request: Any, namespaces: Any) -> Any:
+        if not back:
+            back.append(request.threads[0])
+            with PostgresSaver.from_conn_string(pg_db) as plain:
+                chat_graph(plain).invoke(human("back again"), cfg(back[0]))
+        return real(reader, request, namespaces)
+
+    monkeypatch.setattr(eraser_module, "api_checks", late_writer_first)
+    archive = tmp_path / "receipts"
+    result = _sweep(pg_db, signer, archive, tombstone=False, limit=30)
+    assert result.limited and result.threads == 18 and len(listed(archive)) == 18
+    with connect(pg_db) as c:
+        alive = {r[0] for r in c.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+    assert len(IDLE - alive) == 30 - 1  # 11 of the refused batch (one came back) + 18
+
+
+def test_interrupted_while_waiting_for_a_read_back_releases_the_leases(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT reaches the sweep while it waits for the second batch's read-back: the
+    KeyboardInterrupt propagates (its traceback kept alive, so nothing is released by
+    garbage collection), every lease of this process is released at once, and
+    recover_receipts in the same process issues what committed."""
+    from erasure_receipts import _lease
+    from erasure_receipts._backends.postgres import LEASE_CLASS
+
+    build(pg_db, monkeypatch)
+    real = eraser_module.api_checks
+    main = threading.main_thread().ident
+    calls = [0]
+
+    def interrupt_the_wait(reader: Any, request: Any, namespaces: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:  # the main thread will wait for this one
+            time.sleep(0.3)
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.3)
+        return real(reader, request, namespaces)
+
+    monkeypatch.setattr(eraser_module, "api_checks", interrupt_the_wait)
+    archive = tmp_path / "receipts"
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            saver.erase_idle_threads(timedelta(days=30), batch=12)
+        assert caught.value.__traceback__ is not None  # frames alive: no GC release
+        assert not _lease._HELD
+        held = saver.conn.execute(
+            "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND pid = pg_backend_pid()", (LEASE_CLASS,),
+        ).fetchone()  # fmt: skip
+        assert held is not None and held["n"] == 0
+        open_entries = len(saver.pending_erasures())
+        assert open_entries >= 1
+        assert len(saver.recover_receipts(min_age_seconds=0)) == open_entries
+        saver.erase_idle_threads(timedelta(days=30), batch=12)
+    assert_exactly_once(pg_db, archive, signer)
+
+
 def _first_batch(first: str) -> set[str]:
     """The 12 idle threads of the first batch (sorted, from ``first``)."""
     ordered = sorted(IDLE)
@@ -202,6 +272,25 @@ def test_the_second_connection_reads_as_the_first(pg_db: str, signer: Signer) ->
         with saver._readback_saver() as twin:
             assert twin is None
         assert manual.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_row_level_security_or_session_settings_keep_the_read_back_in_turn(
+    pg_db: str, signer: Signer
+) -> None:
+    """Row-level security on a checkpoint table (a policy may read a setting no catalog
+    lists, ``SET app.tenant``), or a setting the saver's session changed: a second
+    connection might not see what the saver sees, so none is used."""
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        saver.conn.execute("SET statement_timeout = '5min'")
+        with saver._readback_saver() as twin:
+            assert twin is None
+        saver.conn.execute("RESET statement_timeout")
+        with saver._readback_saver() as twin:
+            assert twin is not None
+        saver.conn.execute("ALTER TABLE checkpoint_writes ENABLE ROW LEVEL SECURITY")
+        with saver._readback_saver() as twin:
+            assert twin is None
 
 
 def test_a_pipeline_or_a_store_keeps_the_read_back_in_turn(pg_db: str, signer: Signer) -> None:

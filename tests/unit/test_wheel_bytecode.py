@@ -4,7 +4,9 @@ source file is never run from stale bytecode."""
 
 from __future__ import annotations
 
+import dis
 import importlib.util
+import marshal
 import os
 import subprocess
 import sys
@@ -41,6 +43,19 @@ def test_every_module_is_compiled_checked_hash(tmp_path: Path) -> None:
         assert source in sources
         data = Path(built).read_bytes()
         assert data[8:16] == importlib.util.source_hash(source.read_bytes())
+
+
+def test_bytecode_keeps_the_asserts_whatever_the_build_runs_with(tmp_path: Path) -> None:
+    """Built under ``python -O``, the plain ``.pyc`` name still holds unoptimised code
+    (an optimised one would drop the asserts for every interpreter that loads it)."""
+    build = (f"import pathlib, sys; sys.path.insert(0, {str(ROOT)!r}); import hatch_build; "
+             f"hatch_build.compile_package(pathlib.Path({str(ROOT)!r}), "
+             f"pathlib.Path({str(tmp_path)!r}))")  # fmt: skip
+    subprocess.run([sys.executable, "-O", "-c", build], check=True)
+    pyc = tmp_path / "erasure_receipts" / "__pycache__" / f"_lease.{TAG}.pyc"
+    module = marshal.loads(pyc.read_bytes()[16:])
+    (owned,) = [c for c in module.co_consts if getattr(c, "co_name", "") == "owned"]
+    assert any(i.opname == "LOAD_ASSERTION_ERROR" for i in dis.get_instructions(owned))
 
 
 @pytest.fixture(scope="module")

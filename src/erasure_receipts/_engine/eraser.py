@@ -859,9 +859,11 @@ class Eraser:
             if readback is not None:
                 executor, reader = readback
                 pending = executor.submit(api_checks, reader, checked, namespaces)
-        except Exception as exc:
+        except BaseException as exc:  # the leases go now, whatever it was
             scope.close()
-            raise self._after_commit_failed(exc) from exc
+            if isinstance(exc, Exception):
+                raise self._after_commit_failed(exc) from exc
+            raise
         return Committed(request, outcome, checked, namespaces, pending, scope)
 
     def finish(self, done: Committed) -> Receipt:

@@ -138,21 +138,30 @@ class Batcher:
         self.pending: tuple[Committed, dict[str, str], float] | None = None
         """The last batch: committed, its read-back running beside the next batch."""
         self._readback: tuple[Executor, Reader] | None = None
+        self._open: list[Committed] = []
+        """Batches begun whose receipt is neither issued nor failed: their leases are
+        released by ``close(abandon=True)`` however the sweep was interrupted."""
+        self.unreceipted = 0
+        """Threads of batches that committed but whose receipt failed (left to recovery)."""
         self._opened = False
         self._stack = ExitStack()
 
     def __len__(self) -> int:
-        """Threads selected and not yet counted in the result (queued or pending)."""
-        return len(self.queue) + (len(self.pending[1]) if self.pending else 0)
+        """Threads selected and not counted in the result: queued, pending, or erased
+        by a batch whose receipt failed (``limit`` counts them all)."""
+        pending = len(self.pending[1]) if self.pending else 0
+        return len(self.queue) + pending + self.unreceipted
 
     def close(self, *, abandon: bool = False) -> None:
         """End of the sweep: the last batch's receipt issued (with ``abandon``, when the
         sweep is failing, only its lease released: the entry stays open for
         ``recover_receipts``); the read-back's connection closed."""
         try:
-            if abandon and self.pending is not None:
-                done, self.pending = self.pending[0], None
-                done.scope.close()
+            if abandon:
+                self.pending = None
+                for done in self._open:  # begun, receipt neither issued nor failed
+                    done.scope.close()
+                self._open.clear()
             self._settle()
         finally:
             self._stack.close()
@@ -180,13 +189,18 @@ class Batcher:
         if pending is None:
             return
         done, latest, elapsed = pending
-        if done.readback is not None and done.readback.exception() is not None:
-            self._readback = None  # its connection failed: the next batches read in turn
         try:
-            receipt = self.er.finish(done)
+            receipt = self.er.finish(done)  # releases the leases, whatever happens
         except Exception as exc:
+            # Committed without a receipt (its entry stays open for recover_receipts):
+            # its threads are gone, so they count against the sweep's limit.
+            self.unreceipted += len(latest)
             self._failed(sorted(latest), latest, exc)
             return
+        finally:
+            self._open[:] = [d for d in self._open if d is not done]
+            if done.readback is not None and done.readback.exception() is not None:
+                self._readback = None  # that connection failed: the next read in turn
         self._done(receipt, latest, elapsed)
 
     def _failed(self, tids: list[str], latest: dict[str, str], exc: Exception) -> None:
@@ -290,6 +304,7 @@ class Batcher:
             # The previous batch's read-back ran beside this transaction: issue its
             # receipt now; this one's read-back runs beside the next. This one is pending
             # first, so whatever interrupts the other's receipt, close() releases it.
+            self._open.append(done)
             previous, self.pending = self.pending, (done, latest, self.er.phase_one_seconds)
             self._issue(previous)
             if done.readback is None:

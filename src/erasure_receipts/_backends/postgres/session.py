@@ -238,14 +238,20 @@ def text_of(v: Any) -> str:
 
 
 def _where(tables: Iterable[str]) -> str:
-    """What a connection reads: the server instance (not a standby), its database, role
-    and search path, and the oid each table name resolves to."""
-    oids = ", ".join(f"pg_catalog.to_regclass('{t}')::oid::bigint AS \"{t}\"" for t in tables)
+    """What a connection reads: the server instance (and whether it is a standby), its
+    database, roles, search path and the settings its session changed, whether the
+    tables have row-level security, and the oid each table name resolves to."""
+    regs = [f"pg_catalog.to_regclass('{t}')" for t in tables]
+    oids = ", ".join(f'{r}::oid::bigint AS "{t}"' for r, t in zip(regs, tables, strict=True))
     return (
         "SELECT pg_catalog.pg_postmaster_start_time() AS started, "
         "pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.current_database() AS db, "
-        "current_user AS role, "
-        f"pg_catalog.current_setting('search_path') AS path, {oids}"
+        "current_user AS role, session_user AS login, "
+        "pg_catalog.current_setting('search_path') AS path, "
+        "(SELECT pg_catalog.jsonb_object_agg(name, setting) FROM pg_catalog.pg_settings "
+        " WHERE source = 'session' AND name <> 'search_path') AS settings, "
+        "(SELECT pg_catalog.bool_or(relrowsecurity) FROM pg_catalog.pg_class "
+        f" WHERE oid IN ({', '.join(regs)})) AS rls, {oids}"
     )
 
 
@@ -269,6 +275,16 @@ def _refused(why: str) -> None:
     log.info("batched sweep: read-back in turn (%s)", why)
 
 
+def _not_shareable(here: dict[str, Any]) -> bool:
+    """Whether what ``conn`` reads cannot be read the same elsewhere: on a standby, or
+    through row-level security (its policies may read settings no catalog lists, such
+    as ``SET app.tenant``)."""
+    if here["standby"] or here["rls"]:
+        _refused("a standby, or row-level security on the checkpoint tables")
+        return True
+    return False
+
+
 def second_connection(
     conn: psycopg.Connection[Any], tables: Sequence[str]
 ) -> psycopg.Connection[Any] | None:
@@ -284,15 +300,23 @@ def second_connection(
     query = _where(tables)
     try:
         here = conn.cursor(row_factory=dict_row).execute(query).fetchone()
+    except psycopg.Error as exc:
+        _refused(f"{exc}")
+        return None
+    if here is None or _not_shareable(here):
+        return None
+    try:
         other = psycopg.Connection.connect(_conninfo(conn), **_OPTIONS)
     except psycopg.Error as exc:
         _refused(f"no second connection: {exc}")
         return None
     try:
-        assert here is not None
         other.execute(_SET_PATH, (here["path"],))
         there = other.execute(query).fetchone()
-    except psycopg.Error as exc:
+    except BaseException as exc:
+        other.close()
+        if not isinstance(exc, psycopg.Error):
+            raise
         there = f"failed: {exc}"
     if there != here:
         other.close()
@@ -310,17 +334,24 @@ async def asecond_connection(
         return None
     query = _where(tables)
     try:
-        cur = await conn.cursor(row_factory=dict_row).execute(query)
-        here = await cur.fetchone()
+        here = await (await conn.cursor(row_factory=dict_row).execute(query)).fetchone()
+    except psycopg.Error as exc:
+        _refused(f"{exc}")
+        return None
+    if here is None or _not_shareable(here):
+        return None
+    try:
         other = await psycopg.AsyncConnection.connect(_conninfo(conn), **_OPTIONS)
     except psycopg.Error as exc:
         _refused(f"no second connection: {exc}")
         return None
     try:
-        assert here is not None
         await other.execute(_SET_PATH, (here["path"],))
         there = await (await other.execute(query)).fetchone()
-    except psycopg.Error as exc:
+    except BaseException as exc:  # a cancelled task too: the connection is not left open
+        await other.close()
+        if not isinstance(exc, psycopg.Error):
+            raise
         there = f"failed: {exc}"
     if there != here:
         await other.close()

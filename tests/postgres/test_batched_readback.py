@@ -37,6 +37,23 @@ def _sweep(dsn: str, signer: Signer, archive: Path, **kw: Any) -> Any:
         return saver.erase_idle_threads(timedelta(days=30), batch=12, **kw)
 
 
+def _late_writer_at_the_first_read_back(pg_db: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """As the first batch's read-back starts, a plain ``PostgresSaver`` writes its first
+    thread again (possible without tombstones); returns ``[that thread]`` once it has."""
+    real = eraser_module.api_checks
+    back: list[str] = []
+
+    def late_writer_first(reader: Any, request: Any, namespaces: Any) -> Any:
+        if not back:
+            back.append(request.threads[0])
+            with PostgresSaver.from_conn_string(pg_db) as plain:
+                chat_graph(plain).invoke(human("back again"), cfg(back[0]))
+        return real(reader, request, namespaces)
+
+    monkeypatch.setattr(eraser_module, "api_checks", late_writer_first)
+    return back
+
+
 def test_read_back_runs_on_a_second_connection(
     pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,17 +115,7 @@ def test_a_late_write_found_by_the_read_back_refuses_the_batch_receipt(
     batch runs) finds it, no receipt lists that batch, its entry stays open for
     recover_receipts, and every other idle thread is in exactly one verifying receipt."""
     build(pg_db, monkeypatch)
-    real = eraser_module.api_checks
-    back: list[str] = []
-
-    def late_writer_first(reader: Any, request: Any, namespaces: Any) -> Any:
-        if not back:  # the first batch's read-back: a plain saver writes one thread again
-            back.append(request.threads[0])
-            with PostgresSaver.from_conn_string(pg_db) as plain:
-                chat_graph(plain).invoke(human("back again"), cfg(back[0]))
-        return real(reader, request, namespaces)
-
-    monkeypatch.setattr(eraser_module, "api_checks", late_writer_first)
+    back = _late_writer_at_the_first_read_back(pg_db, monkeypatch)
     archive = tmp_path / "receipts"
     with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer, archive=archive) as saver:
         result = saver.erase_idle_threads(timedelta(days=30), batch=12, tombstone=False)
@@ -161,17 +168,7 @@ def test_a_batch_whose_receipt_failed_counts_against_the_limit(
     has no receipt (its entry stays open); its threads are gone all the same, so the
     sweep erases only 18 more."""
     build(pg_db, monkeypatch)
-    real = eraser_module.api_checks
-    back: list[str] = []
-
-    def late_writer_first(reader: Any, request: Any, namespaces: Any) -> Any:
-        if not back:
-            back.append(request.threads[0])
-            with PostgresSaver.from_conn_string(pg_db) as plain:
-                chat_graph(plain).invoke(human("back again"), cfg(back[0]))
-        return real(reader, request, namespaces)
-
-    monkeypatch.setattr(eraser_module, "api_checks", late_writer_first)
+    _late_writer_at_the_first_read_back(pg_db, monkeypatch)
     archive = tmp_path / "receipts"
     result = _sweep(pg_db, signer, archive, tombstone=False, limit=30)
     assert result.limited and result.threads == 18 and len(listed(archive)) == 18

@@ -6,6 +6,7 @@ used; and every receipt stays true either way (checked from the receipts and the
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -32,9 +33,9 @@ from test_batched_sweep_postgres import IDLE, assert_exactly_once, build, listed
 from test_history_graphs import cfg, chat_graph, human
 
 
-def _sweep(dsn: str, signer: Signer, archive: Path, **kw: Any) -> Any:
+def _sweep(dsn: str, signer: Signer, archive: Path, batch: int = 12, **kw: Any) -> Any:
     with AttestingPostgresSaver.from_conn_string(dsn, signer=signer, archive=archive) as saver:
-        return saver.erase_idle_threads(timedelta(days=30), batch=12, **kw)
+        return saver.erase_idle_threads(timedelta(days=30), batch=batch, **kw)
 
 
 def _late_writer_at_the_first_read_back(pg_db: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -105,6 +106,22 @@ async def test_async_read_back_runs_on_a_second_connection(
     assert result.ok and result.threads == len(IDLE)
     assert len(pids) == len(IDLE) and own not in pids and len(set(pids)) == 1
     assert_exactly_once(pg_db, archive, signer)
+
+
+def test_batches_double_as_their_transactions_allow(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the read-back beside the next batch, a batch is sized from the one before's
+    transaction at once (not when its receipt is issued, a batch later): 16, 32, 64..."""
+    from erasure_receipts._ops import sweep_batch
+
+    build(pg_db, monkeypatch)
+    monkeypatch.setattr(sweep_batch, "BUDGET_SECONDS", 1000.0)
+    archive = tmp_path / "receipts"
+    result = _sweep(pg_db, signer, archive, batch=100)
+    sizes = sorted(len(json.loads(p.read_bytes())["statement"]["predicate"]["scope"]["threads"])
+                   for p in archive.glob("*.json"))  # fmt: skip
+    assert result.ok and sizes == [16, 32, 64, len(IDLE) - 112]
 
 
 def test_a_late_write_found_by_the_read_back_refuses_the_batch_receipt(

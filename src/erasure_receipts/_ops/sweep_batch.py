@@ -135,7 +135,7 @@ class Batcher:
         self.passes = 0
         self.claims = getattr(er.journal, "claim_threads", None)
         self.unclaim = getattr(er.journal, "release_claims", None)
-        self.pending: tuple[Committed, dict[str, str], float] | None = None
+        self.pending: tuple[Committed, dict[str, str]] | None = None
         """The last batch: committed, its read-back running beside the next batch."""
         self._readback: tuple[Executor, Reader] | None = None
         self._open: list[Committed] = []
@@ -184,11 +184,11 @@ class Batcher:
         pending, self.pending = self.pending, None
         self._issue(pending)
 
-    def _issue(self, pending: tuple[Committed, dict[str, str], float] | None) -> None:
+    def _issue(self, pending: tuple[Committed, dict[str, str]] | None) -> None:
         """Issue the receipt of a batch taken off ``pending``."""
         if pending is None:
             return
-        done, latest, elapsed = pending
+        done, latest = pending
         try:
             receipt = self.er.finish(done)  # releases the leases, whatever happens
         except Exception as exc:
@@ -201,7 +201,7 @@ class Batcher:
             self._open[:] = [d for d in self._open if d is not done]
             if done.readback is not None and done.readback.exception() is not None:
                 self._readback = None  # that connection failed: the next read in turn
-        self._done(receipt, latest, elapsed)
+        self._done(receipt, latest)
 
     def _failed(self, tids: list[str], latest: dict[str, str], exc: Exception) -> None:
         log.warning("retention sweep: a batch of %d thread(s) failed (%s); erasing "
@@ -305,7 +305,11 @@ class Batcher:
             # receipt now; this one's read-back runs beside the next. This one is pending
             # first, so whatever interrupts the other's receipt, close() releases it.
             self._open.append(done)
-            previous, self.pending = self.pending, (done, latest, self.er.phase_one_seconds)
+            # Sized now, from this transaction, not when its receipt is issued (a batch
+            # later with the read-back beside the next one).
+            self._adapt(len(latest), sum(t.rows for t in done.outcome.pre_tables.values()),
+                        self.er.phase_one_seconds)  # fmt: skip
+            previous, self.pending = self.pending, (done, latest)
             self._issue(previous)
             if done.readback is None:
                 self._settle()
@@ -314,7 +318,7 @@ class Batcher:
         for t in sorted(latest):  # kept changing: thread by thread
             self.emit(self.single(t, latest[t]))
 
-    def _done(self, receipt: Receipt, latest: dict[str, str], elapsed: float) -> None:
+    def _done(self, receipt: Receipt, latest: dict[str, str]) -> None:
         r = self.result
         pre = receipt.predicate["pre_state"]
         rows = int(pre["leaves"])
@@ -331,7 +335,6 @@ class Batcher:
             nbytes = sum(int(t["bytes"]) for t in unit["tables"].values())
             self.emit(self.event(tid, "erased", int(unit["leaves"]), nbytes,
                                  receipt.receipt_id, latest.get(tid)))  # fmt: skip
-        self._adapt(len(latest), rows, elapsed)
 
     def _adapt(self, n: int, rows: int, elapsed: float) -> None:
         """The next batch's size from this one's time and rows per thread."""

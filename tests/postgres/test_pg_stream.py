@@ -112,3 +112,51 @@ def test_several_threads_read_together_never_answer_from_an_earlier_read(pg_db: 
     for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
         assert count(pg_db, table, "thread_id = ANY(%s)", (threads,)) == 0
     verify_receipt(receipt.to_json(), signer.public_key)
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the backend's sessions send, in order."""
+    sent: list[str] = []
+    for name in ("query", "execute"):
+        real = getattr(SyncSession, name)
+
+        def spy(self: SyncSession, sql: str, params: Any = (), _real: Any = real) -> Any:
+            sent.append(" ".join(sql.split()))
+            return _real(self, sql, params)
+
+        monkeypatch.setattr(SyncSession, name, spy)
+    return sent
+
+
+@pytest.mark.parametrize("checkpoints", [3, FETCH_ROWS + 5])
+def test_a_thread_of_more_checkpoints_than_a_page_is_read_once(
+    pg_db: str, monkeypatch: pytest.MonkeyPatch, checkpoints: int
+) -> None:
+    """The erasure counts the scope's checkpoints under its lock: more than a page, and
+    every table is read through the cursor at once (its first page is not read twice,
+    as a LIMIT try would); a small thread keeps its one-round-trip read. Either way
+    the digest is an independent reader's."""
+    signer = Signer.generate()
+    thread = "t-many"
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer) as saver:
+        saver.setup()
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        for i in range(checkpoints):
+            cid = f"1ef00000-0000-6000-8000-{i:012d}"
+            config = saver.put(config, {**_checkpoint(cid), "channel_values": {"m": "x" * 50},
+                                        "channel_versions": {"m": f"{i:032d}"}},
+                               {"step": i}, {"m": f"{i:032d}"})  # fmt: skip
+        scope = {t: ("thread_id = %s", (thread,))
+                 for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")}  # fmt: skip
+        expected = independent_digest(pg_db, scope)
+        sent = _reads(monkeypatch)
+        receipt = saver.erase_thread(thread)
+    assert receipt.pre_digest == expected
+    assert receipt.predicate["pre_state"]["tables"]["checkpoints"]["rows"] == checkpoints
+    before_delete = sent[: next(i for i, q in enumerate(sent) if q.startswith("WITH d AS (DELETE"))]
+    tries = [q for q in before_delete if f"LIMIT {FETCH_ROWS + 1}" in q]
+    declared = [q for q in before_delete if q.startswith("DECLARE")]
+    if checkpoints > FETCH_ROWS:
+        assert tries == [] and len(declared) == 3
+    else:
+        assert len(tries) == 3 and declared == []

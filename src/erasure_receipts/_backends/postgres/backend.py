@@ -39,7 +39,7 @@ from .schema import (
     has_store_table,
     installed_version,
 )
-from .session import Session, stream, text_of
+from .session import FETCH_ROWS, Session, stream, text_of
 
 __all__ = ["PgTablePart", "PlannedPgPart", "PostgresBackend"]
 
@@ -101,9 +101,14 @@ class _ThreadsRows:
         sql = f'SELECT {cols} FROM "{self.table}" WHERE thread_id = ANY(%s) ORDER BY {order}'
         out: dict[str, tuple[list[bytes], TableCount, set[str]]] = {}
         threads = self._threads
-        # After this table's DELETE (the re-measure) nothing is expected.
+        # After this table's DELETE (the re-measure) nothing is expected. Before it, a
+        # scope of more checkpoints than a page goes to the cursor at once: its blobs,
+        # read first and most of its bytes, would have a first page read twice. A
+        # batch's rows are also predicted by the batch before.
         deleted = self._deleted_in[0] >= 0
         expect = 0.0 if deleted else _ROWS_PER_THREAD.get(self.table, 0.0) * len(threads)
+        if not deleted and self.backend.large_scope:
+            expect = max(expect, FETCH_ROWS + 1.0)
         n = 0
         for row in stream(self.backend.session, sql, [threads], f"mb_{self.table}", expect):
             n += 1
@@ -177,6 +182,9 @@ class PgTablePart:
     for all of them); None: this part reads its own rows."""
     thread: str = ""
     """The thread whose rows ``rows`` hands this part."""
+    large: Callable[[], bool] | None = None
+    """Whether the scope is known to be larger than a page (then read by the cursor at
+    once, see :func:`~.session.stream`)."""
 
     @property
     def stored(self) -> str:
@@ -221,7 +229,9 @@ class PgTablePart:
         seen = self.namespaces_seen
         count = TableCount()
         rows = nbytes = 0
-        for row in stream(self.session, self._select(lock), self.params, self._cursor("m")):
+        expect = FETCH_ROWS + 1.0 if self.large is not None and self.large() else 0.0
+        select = self._select(lock)
+        for row in stream(self.session, select, self.params, self._cursor("m"), expect):
             leaf, size = stored(row, mask)
             sink(leaf)
             rows += 1
@@ -422,6 +432,8 @@ class PostgresBackend(TableBackend):
         self.erasure_xids: list[int] = []
         """``txid_current()`` of each committed erasure transaction (empty at recovery):
         the horizon check after ``VACUUM`` looks for what is older than these."""
+        self.large_scope = False
+        """The scope has more checkpoints than a page (``newest_ids``, under the lock)."""
         self.lock_tables: tuple[str, ...] = ()
         """Tables locked ``SHARE ROW EXCLUSIVE`` first in the transaction: their writers
         (every thread's) wait for the commit, readers do not. Set when the scope was
@@ -451,6 +463,10 @@ class PostgresBackend(TableBackend):
         shapes = describe_all(session, list(dict.fromkeys(spec[0] for spec in specs)))
         shared: dict[str, _ThreadsRows] = {}
         several = len(set(self.threads)) > 1
+
+        def large() -> bool:
+            return self.large_scope
+
         for table, group, where, params, unit in specs:
             shape = shapes[table]
             if shape is None:
@@ -463,7 +479,8 @@ class PostgresBackend(TableBackend):
             self._parts.append(
                 PgTablePart(session, table, group, where, params, shape,
                             lock_rows=group == "store", unit=unit, rows=reader,
-                            thread=str(params[0]) if reader is not None else "")
+                            thread=str(params[0]) if reader is not None else "",
+                            large=large if group == "checkpoints" else None)
             )  # fmt: skip
         if keep == "latest":
             rows = [p for p in self._parts
@@ -553,7 +570,8 @@ class PostgresBackend(TableBackend):
                     "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (STORE_ADVISORY_CLASS, prefix)
                 )
             if self.keep == "none":  # may tombstone: the newest id it will have erased
-                self._newest = newest_ids(s, self.threads)
+                self._newest, checkpoints = newest_ids(s, self.threads)
+                self.large_scope = checkpoints > FETCH_ROWS
             self._writing = True
             try:
                 yield
@@ -564,6 +582,7 @@ class PostgresBackend(TableBackend):
                     self.erasure_xids.append(int(xid))
             finally:
                 self._writing = False
+                self.large_scope = False  # the re-measure after the commit finds nothing
                 self._next_transaction()
         self._settle_plan()  # committed
 

@@ -139,22 +139,26 @@ def plan_keep_latest(session: Session, thread_id: str, *, write: bool) -> KeepLa
     return k
 
 
-def newest_ids(session: Session, threads: Sequence[str]) -> dict[str, str]:
+def newest_ids(session: Session, threads: Sequence[str]) -> tuple[dict[str, str], int]:
     """Per thread, the highest checkpoint id (code-point order) of its checkpoints and
-    writes, if any."""
+    writes, if any; and how many checkpoints the threads have (in the same round trip:
+    the measuring reads then know a large scope before its first table)."""
     out: dict[str, str] = {}
+    total = 0
     # One round trip for all the threads, each looked up by its own index scans.
     rows = session.query(
         'SELECT u.t, (SELECT max(m COLLATE "C") FROM (SELECT max(checkpoint_id COLLATE "C") '
         "AS m FROM checkpoints WHERE thread_id = u.t UNION ALL SELECT max(checkpoint_id "
-        'COLLATE "C") FROM checkpoint_writes WHERE thread_id = u.t) s) '
+        'COLLATE "C") FROM checkpoint_writes WHERE thread_id = u.t) s), '
+        "(SELECT count(*) FROM checkpoints WHERE thread_id = u.t) "
         "FROM unnest(%s::text[]) AS u(t)",
         (list(dict.fromkeys(threads)),),
     )
-    for t, newest in rows:
+    for t, newest, checkpoints in rows:
+        total += int(checkpoints)
         if newest is not None:
             out[text_of(t)] = text_of(newest)
-    return out
+    return out, total
 
 
 def _with_checkpoints(session: Session, loc: dict[str, Any]) -> dict[str, Any]:

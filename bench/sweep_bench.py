@@ -218,6 +218,14 @@ def pg_build(server: str, name: str, threads: int, idle: int, seed: int = 5) -> 
     return {"threads": threads, "idle": idle, "build_s": round(time.perf_counter() - t0, 1)}
 
 
+def pg_drop(server: str, *names: str) -> None:
+    """Drop the bench's databases (templates included), best effort."""
+    for name in names:
+        with contextlib.suppress(Exception):
+            _admin(server, f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
+            _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def pg_copy(server: str, template: str, name: str) -> str:
     _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     _admin(server, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -418,10 +426,7 @@ def main() -> int:
                     verdicts["pg 1 worker / 2 workers"] = verdict(
                         w["speedup_median_paired"], WORKERS_TARGET, ">="
                     )
-                for name in ("sweep_run", "sweep_template"):
-                    with contextlib.suppress(Exception):
-                        _admin(server, f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
-                        _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                pg_drop(server, "sweep_run", "sweep_template")
         if "memory" in parts:
             doc["memory"] = m = part_memory(work, args.large)
             verdicts["memory: last chunk peak / first"] = verdict(

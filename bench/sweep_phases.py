@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import functools
 import os
 import shutil
@@ -78,10 +77,7 @@ def main() -> int:
                       " waiting for a read-back")  # fmt: skip
                 print(f"  {'api_checks':14s} {readback * 1000:7.0f} ms  on the read-back thread"
                       " (beside the next batch; in turn without a second connection)")  # fmt: skip
-            for name in ("phases_run", "phases_template"):
-                with contextlib.suppress(Exception):
-                    sb._admin(server, f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
-                    sb._admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            sb.pg_drop(server, "phases_run", "phases_template")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

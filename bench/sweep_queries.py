@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import os
 import shutil
 import sys
@@ -56,10 +55,7 @@ def main() -> int:
                     result = saver.erase_idle_threads(timedelta(days=30), batch=True)
                 finally:
                     psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-            for name in ("sweepq_run", "sweepq_template"):
-                with contextlib.suppress(Exception):
-                    sb._admin(server, f'ALTER DATABASE "{name}" WITH IS_TEMPLATE false')
-                    sb._admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            sb.pg_drop(server, "sweepq_run", "sweepq_template")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     total = sum(counts.values())

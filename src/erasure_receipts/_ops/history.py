@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -315,53 +316,37 @@ def sweep(
         if dry_run and event.outcome.startswith("would_be_"):
             carried.update(d.threads)
         emit(event)
-    try:
-        _select(er, mode, before, dry_run, tombstone, context, result, batcher, carried, limit,
-                emit)  # fmt: skip
-    except BaseException:
-        if batcher is not None:
-            batcher.close(abandon=True)
-        raise
-    if batcher is not None:
-        batcher.close()
-    return result
-
-
-def _select(
-    er: Eraser, mode: str, before: str, dry_run: bool, tombstone: bool, context: Any,
-    result: SweepResult, batcher: Batcher | None, carried: set[str], limit: int | None,
-    emit: Callable[[SweepEvent], None],
-) -> None:  # fmt: skip
-    """The sweep's selection: page by page, each idle thread swept (or queued)."""
-    after: str | None = None
-    while not result.limited:
-        page = er.db.run(er.journal.idle_threads, before, after, PAGE)
-        if not page:
-            if batcher is not None and _next_pass(batcher):
-                after = None
-                continue
-            break
-        # A batched sweep asks once per page whether any of its threads is retained; only
-        # a page that has one asks again per thread (the batch's transaction checks too).
-        clear = batcher is not None and not er.db.run(
-            er.journal.open_deferrals, [row[0] for row in page]
-        )
-        for tid, latest, checkpoints, namespaces in page:
-            after = tid
-            if tid in carried:
-                continue  # counted with its deferral above
-            queued = 0 if batcher is None else len(batcher)
-            if limit is not None and result.threads + queued >= limit:
-                result.limited = True
+    with nullcontext() if batcher is None else batcher:  # closed (or abandoned) at the end
+        after: str | None = None
+        while not result.limited:
+            page = er.db.run(er.journal.idle_threads, before, after, PAGE)
+            if not page:
+                if batcher is not None and _next_pass(batcher):
+                    after = None
+                    continue
                 break
-            swept = _sweep_one(
-                er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
-                context, result, None if batcher is None else batcher.offer, clear,
-            )  # fmt: skip
-            if swept is not None:
-                emit(swept)
-    if batcher is not None:
-        batcher.flush()
+            # A batched sweep asks once per page whether any of its threads is retained; only
+            # a page that has one asks again per thread (the batch's transaction checks too).
+            clear = batcher is not None and not er.db.run(
+                er.journal.open_deferrals, [row[0] for row in page]
+            )
+            for tid, latest, checkpoints, namespaces in page:
+                after = tid
+                if tid in carried:
+                    continue  # counted with its deferral above
+                queued = 0 if batcher is None else len(batcher)
+                if limit is not None and result.threads + queued >= limit:
+                    result.limited = True
+                    break
+                swept = _sweep_one(
+                    er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
+                    context, result, None if batcher is None else batcher.offer, clear,
+                )  # fmt: skip
+                if swept is not None:
+                    emit(swept)
+        if batcher is not None:
+            batcher.flush()
+    return result
 
 
 def _next_pass(batcher: Batcher) -> bool:

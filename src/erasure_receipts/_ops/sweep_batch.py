@@ -152,6 +152,12 @@ class Batcher:
         pending = len(self.pending[1]) if self.pending else 0
         return len(self.queue) + pending + self.unreceipted
 
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self.close(abandon=exc is not None)
+
     def close(self, *, abandon: bool = False) -> None:
         """End of the sweep: the last batch's receipt issued (with ``abandon``, when the
         sweep is failing, only its lease released: the entry stays open for

@@ -301,7 +301,7 @@ def second_connection(
     try:
         here = conn.cursor(row_factory=dict_row).execute(query).fetchone()
     except psycopg.Error as exc:
-        _refused(f"{exc}")
+        _refused(f"the saver's connection could not be described: {exc}")
         return None
     if here is None or _not_shareable(here):
         return None
@@ -336,7 +336,7 @@ async def asecond_connection(
     try:
         here = await (await conn.cursor(row_factory=dict_row).execute(query)).fetchone()
     except psycopg.Error as exc:
-        _refused(f"{exc}")
+        _refused(f"the saver's connection could not be described: {exc}")
         return None
     if here is None or _not_shareable(here):
         return None

@@ -17,7 +17,12 @@
             one process; (b) ``PostgresSaver.delete_thread`` per thread. Target <= 3.
 ``workers`` PostgreSQL: the batched sweep in one worker process vs two worker processes
             started at the same moment (the wall time from the start to the last
-            worker's end). Target 1 worker / 2 workers >= 1.6 on 2 cores.
+            worker's end). Target 1 worker / 2 workers >= 1.6 on 2 cores. Beside it,
+            the cores each run kept busy: the CPU seconds of the workers (every thread,
+            ``time.process_time``) and of the PostgreSQL server's processes (from
+            ``/proc``, when the server runs on this machine) over the wall time. A
+            run that keeps all of the machine's cores busy with one worker leaves no
+            room for a second to add throughput.
 ``memory``  One process erases 4 x 1,000 idle threads (of 40,000; ``--large`` 4 x
             5,000 of 200,000) with ``batch=True`` in four chunks (``limit=``): the
             ``tracemalloc`` peak of each chunk and what stays allocated after it. Flat
@@ -32,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -295,24 +301,86 @@ with AttestingPostgresSaver.from_conn_string(dsn, signer=Signer.from_seed(b"\\x0
                                              archive=archive) as saver:
     saver.setup()
     time.sleep(max(0.0, go - time.time()))
+    cpu = time.process_time()
     r = saver.erase_idle_threads(timedelta(days=30), batch=True)
-    print(json.dumps({"end": time.time(), "threads": r.threads, "receipts": r.receipts,
-                      "failed": r.failed}))
+    print(json.dumps({"end": time.time(), "cpu": time.process_time() - cpu,
+                      "threads": r.threads, "receipts": r.receipts, "failed": r.failed}))
 """
 
 
-def pg_workers(dsn: str, archive: Path, n: int) -> tuple[float, int]:
+def postmaster(dsn: str) -> int | None:
+    """The PostgreSQL server's postmaster pid, if it runs on this machine (Linux)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:  # read while its backend lives
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        try:
+            with open(f"/proc/{row[0] if row else 0}/status") as fh:
+                ppid = next(int(x.split()[1]) for x in fh if x.startswith("PPid:"))
+            with open(f"/proc/{ppid}/cmdline", "rb") as fh:
+                return ppid if b"postgres" in fh.read() else None
+        except (OSError, StopIteration, ValueError):
+            return None  # another machine, or no /proc
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds used so far by the server: its live processes, and (through the
+    postmaster's ``cutime``/``cstime``) the backends that have exited."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # from the state field on
+        if int(entry) == pid:
+            total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        elif int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def _backends(pid: int) -> int:
+    n = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+                n += int(stat[stat.rindex(")") + 2 :].split()[1]) == pid
+    return n
+
+
+def pg_workers(
+    dsn: str, archive: Path, n: int, server: int | None = None
+) -> tuple[float, int, float | None]:
+    """Wall time from the start to the last worker's end, threads erased, and the CPU
+    seconds of the workers and (with ``server``) the server in that time (None without
+    the server's)."""
     shutil.rmtree(archive, ignore_errors=True)
     go = time.time() + 2.0
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, dsn, str(archive), str(go)],
                               stdout=subprocess.PIPE, text=True) for _ in range(n)]  # fmt: skip
+    idle = None if server is None else _backends(server)
+    time.sleep(max(0.0, go - time.time()))
+    cpu0 = None if server is None else server_cpu(server)
     docs = []
     for p in procs:
         out, _ = p.communicate(timeout=3600)
         assert p.returncode == 0
         docs.append(json.loads(out))
     assert all(d["failed"] == 0 for d in docs)
-    return max(d["end"] for d in docs) - go, sum(d["threads"] for d in docs)
+    wall = max(d["end"] for d in docs) - go
+    cpu = None
+    if server is not None and cpu0 is not None and idle is not None:
+        deadline = time.time() + 5.0  # the workers' backends exit after their clients
+        while _backends(server) > idle - n and time.time() < deadline:
+            time.sleep(0.02)
+        cpu = sum(d["cpu"] for d in docs) + server_cpu(server) - cpu0
+    return wall, sum(d["threads"] for d in docs), cpu
 
 
 def part_workers(work: Path, large: bool, rounds: int, server: str, built: bool) -> dict[str, Any]:
@@ -321,25 +389,45 @@ def part_workers(work: Path, large: bool, rounds: int, server: str, built: bool)
         print(f"[workers] building {threads} threads, {idle} idle")
         pg_build(server, "sweep_template", threads, idle)
     archive = work / "pg-workers"
+    pid = postmaster(server)
+    busy: dict[str, list[float]] = {"1 worker": [], "2 workers": []}
+    cpus: dict[str, list[float]] = {"1 worker": [], "2 workers": []}
 
     def fresh(n: int) -> Callable[[], float]:
         def go() -> float:
             dsn = pg_copy(server, "sweep_template", "sweep_run")
-            dt, done = pg_workers(dsn, archive, n)
+            dt, done, cpu = pg_workers(dsn, archive, n, pid)
             assert done == idle, (done, idle)
+            if cpu is not None:
+                busy[f"{n} worker{'s' * (n > 1)}"].append(cpu / dt)
+                cpus[f"{n} worker{'s' * (n > 1)}"].append(cpu)
             return dt
 
         return go
 
     times = _rotating(rounds, {"1 worker": fresh(1), "2 workers": fresh(2)})
     speedup = _paired(times["1 worker"], times["2 workers"])
+    cores = {k: summary(v) for k, v in busy.items() if v}
     for k, v in times.items():
-        print(f"  {k:<10} min {fmt_s(min(v)):>10}  {round(idle / min(v), 1):>8} threads/s")
+        used = (
+            f"  {cores[k]['median']:.2f} cores busy, "
+            f"{statistics.median(cpus[k]):.2f} CPU s (medians)"
+            if k in cores
+            else ""
+        )
+        print(f"  {k:<10} min {fmt_s(min(v)):>10}  {round(idle / min(v), 1):>8} threads/s{used}")
     print(f"  1 worker / 2 workers: median paired {speedup} (os.cpu_count()={os.cpu_count()})")
     return {"idle": idle, "rounds": rounds, "seconds": {k: summary(v) for k, v in times.items()},
             "speedup_median_paired": speedup,
             "speedups": sorted(a / b for a, b in zip(times["1 worker"], times["2 workers"],
-                                                     strict=True))}  # fmt: skip
+                                                     strict=True)),
+            "cores_busy": cores or None,
+            "cpu_seconds": {k: summary(v) for k, v in cpus.items() if v} or None,
+            "cores_busy_note": "workers' CPU (all threads) + the server's, over the wall time; "
+                               "None: the server is not on this machine. Two workers can be at "
+                               "most os.cpu_count() / (one worker's cores busy) times as fast, "
+                               "and less when they spend more CPU seconds on the same "
+                               "threads"}  # fmt: skip
 
 
 MEMORY_CHILD = """

@@ -223,3 +223,50 @@ async def test_async_pooled_saver_batched_sweep(
             (1162039637,),
         ).fetchone()
     assert n == 0
+
+
+def claims_held(dsn: str) -> int:
+    from erasure_receipts._backends.postgres.journal import CLAIM_CLASS
+
+    with connect(dsn) as conn:
+        (n,) = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+            (CLAIM_CLASS,),
+        ).fetchone()
+    return int(n)
+
+
+def test_a_page_is_claimed_at_once_and_no_claim_outlives_its_use(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweeper claims the selected threads a chunk of two batches at a time, in one
+    round trip, before it looks at them (another sweeper passes over the chunk at once
+    instead of colliding with it batch after batch), and every claim ends as soon as it
+    is of no use: after its batch, for a thread the per-thread checks skip (here a
+    retained one), and for the rest of a chunk once ``limit=`` is reached - while the
+    sweeper's connection stays open."""
+    from erasure_receipts._backends.postgres import journal
+
+    build(pg_db, monkeypatch)
+    claimed: list[int] = []
+    real = journal.claim_threads
+
+    def spy(session: object, threads: list[str]) -> object:
+        claimed.append(len(threads))
+        return real(session, threads)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(journal, "claim_threads", spy)
+    until = datetime.now(UTC) + timedelta(days=30)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer,
+                                                 archive=tmp_path / "r") as saver:  # fmt: skip
+        saver.defer("t0000", basis="GDPR Art. 17(3)(e): legal claims", until=until)
+        first = saver.erase_idle_threads(timedelta(days=30), batch=12, limit=100)
+        assert (first.threads, first.limited) == (100, True)
+        assert claims_held(pg_db) == 0  # the page's other 80 were let go
+        rest = saver.erase_idle_threads(timedelta(days=30), batch=12)
+        assert rest.threads == len(IDLE) - 101 and rest.skipped == {"deferred": 1}
+        assert claims_held(pg_db) == 0  # including the retained thread's
+    # batches of 12: chunks of 24 up to the limit's (t0000, retained, is in the first),
+    # then the 80 left (79 and t0000); each thread claimed once per sweep
+    assert claimed == [24] * 5 + [24, 24, 24, 8]
+    assert threads_with_rows(pg_db) == {f"t{i:04d}" for i in range(THREADS)} - IDLE | {"t0000"}

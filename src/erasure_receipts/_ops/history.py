@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -325,25 +325,32 @@ def sweep(
                     after = None
                     continue
                 break
+            after = page[-1][0]
             # A batched sweep asks once per page whether any of its threads is retained; only
             # a page that has one asks again per thread (the batch's transaction checks too).
             clear = batcher is not None and not er.db.run(
                 er.journal.open_deferrals, [row[0] for row in page]
             )
-            for tid, latest, checkpoints, namespaces in page:
-                after = tid
-                if tid in carried:
-                    continue  # counted with its deferral above
-                queued = 0 if batcher is None else len(batcher)
-                if limit is not None and result.threads + queued >= limit:
-                    result.limited = True
-                    break
-                swept = _sweep_one(
-                    er, mode, tid, latest, checkpoints > namespaces, before, dry_run, tombstone,
-                    context, result, None if batcher is None else batcher.offer, clear,
-                )  # fmt: skip
-                if swept is not None:
-                    emit(swept)
+            # Batched: the page in claimed chunks (another sweeper's are passed over).
+            chunks = (p for p in (page,)) if batcher is None else batcher.chunks(page)
+            with closing(chunks):
+                for rows in chunks:
+                    for tid, latest, checkpoints, namespaces in rows:
+                        if tid in carried:
+                            continue  # counted with its deferral above
+                        queued = 0 if batcher is None else len(batcher)
+                        if limit is not None and result.threads + queued >= limit:
+                            result.limited = True
+                            break
+                        swept = _sweep_one(
+                            er, mode, tid, latest, checkpoints > namespaces, before, dry_run,
+                            tombstone, context, result,
+                            None if batcher is None else batcher.offer, clear,
+                        )  # fmt: skip
+                        if swept is not None:
+                            emit(swept)
+                    if result.limited:
+                        break
         if batcher is not None:
             batcher.flush()
     return result

@@ -25,20 +25,23 @@ overlap. A pending batch is counted in ``len()`` (so ``limit`` holds) and issued
 :meth:`Batcher.close` at the end; a sweep failing meanwhile releases its lease instead,
 leaving its journal entry to ``recover_receipts`` like a crash after the commit.
 
-Workers. On PostgreSQL each batch first *claims* its threads with session-level
-advisory locks (``pg_try_advisory_lock``, class ``CLAIM_CLASS``): a thread claimed by
-another sweeper is passed over, so several processes (or machines) running the same
-sweep split the idle threads between them; the claims end with the batch, or with the
-holder's connection if it dies. A pass that passed over claimed threads is followed by
-another, until none is left claimed: every idle thread is erased by exactly one of the
-sweepers, and the in-transaction check makes sure none is erased (or listed in a
-receipt) twice even if two sweepers were to pick the same thread.
+Workers. On PostgreSQL a sweeper *claims* each page of selected threads as it reads
+it, in one round trip, with session-level advisory locks (``pg_try_advisory_lock``,
+class ``CLAIM_CLASS``): the threads another sweeper holds are passed over, so several
+processes (or machines) running the same sweep split the idle threads between them a
+page at a time, instead of reading the same threads in step and colliding batch after
+batch. A claim ends with its thread's batch, as soon as the per-thread checks skip its
+thread, when the sweep stops (``limit=``, an error), or with the holder's connection if
+it dies. A pass that passed over claimed threads is followed by another, until none is
+left claimed: every idle thread is erased by exactly one of the sweepers, and the
+in-transaction check makes sure none is erased (or listed in a receipt) twice even if
+two sweepers were to pick the same thread.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
@@ -66,6 +69,8 @@ MAX_RETRIES = 8
 """Times a batch is rebuilt without threads that stopped being idle under the lock."""
 
 Event = Any  # history.SweepEvent (imported there; this module does not import history)
+Row = tuple[Any, ...]
+"""A selected thread's row from the journal's ``idle_threads`` (its id first)."""
 
 
 def batch_size(batch: Any) -> int | None:
@@ -135,6 +140,8 @@ class Batcher:
         self.passes = 0
         self.claims = getattr(er.journal, "claim_threads", None)
         self.unclaim = getattr(er.journal, "release_claims", None)
+        self._claimed: dict[str, Any] = {}
+        """Threads this sweeper holds a claim on, each with its claim's token."""
         self.pending: tuple[Committed, dict[str, str]] | None = None
         """The last batch: committed, its read-back running beside the next batch."""
         self._readback: tuple[Executor, Reader] | None = None
@@ -170,7 +177,10 @@ class Batcher:
                 self._open.clear()
             self._settle()
         finally:
-            self._stack.close()
+            try:
+                self.release(list(self._claimed))
+            finally:
+                self._stack.close()
 
     def _readback_for(self, request: ErasureRequest) -> tuple[Executor, Reader] | None:
         """The executor and detached reader a batch's read-back runs on, opened on first
@@ -223,25 +233,66 @@ class Batcher:
             self.flush()
 
     def flush(self) -> None:
-        """Erase the queued threads (claimed first, on PostgreSQL)."""
+        """Erase the queued threads (claimed with their page, on PostgreSQL); their
+        claims end with the batch."""
         queue, self.queue = self.queue, []
         if not queue:
             return
-        if self.claims is None or self.unclaim is None:
-            self._erase(queue)
-            return
-        tids = [t for t, _ in queue]
-        got, token = self.er.db.run(self.claims, tids)
-        mine = set(got)
-        self.passed_over += sum(1 for t in tids if t not in mine)
         try:
-            if mine:
-                self._erase([(t, latest) for t, latest in queue if t in mine])
+            self._erase(queue)
         finally:
+            self.release(t for t, _ in queue)
+
+    # -- claims (PostgreSQL: several sweepers) --------------------------------------------
+
+    def chunks(self, page: list[Row]) -> Generator[list[Row], None, None]:
+        """A page of selected threads (rows whose first item is the thread id) in chunks
+        of two batches, each claimed in one round trip when it is reached: yields the
+        rows this sweeper holds. Rows another sweeper holds are passed over (looked at
+        again in the next pass); a chunk's claims on threads that were not queued (the
+        per-thread checks skipped them, or the sweep stopped) end when the next chunk
+        is asked for, or when this generator is closed. Without claims (SQLite): the
+        page as it is."""
+        if self.claims is None or self.unclaim is None:
+            yield page
+            return
+        start = 0
+        try:
+            while start < len(page):
+                chunk = page[start : start + 2 * self.size]
+                start += len(chunk)
+                tids = [row[0] for row in chunk]
+                got, token = self.er.db.run(self.claims, tids)
+                for t in got:
+                    self._claimed[t] = token
+                self.passed_over += len(tids) - len(got)
+                held = set(got)
+                yield [row for row in chunk if row[0] in held]
+                self._release_unqueued()
+        finally:
+            self._release_unqueued()
+
+    def _release_unqueued(self) -> None:
+        queued = {t for t, _ in self.queue}
+        self.release([t for t in self._claimed if t not in queued])
+
+    def release(self, tids: Iterable[str]) -> None:
+        """End this sweeper's claims on ``tids`` (those it holds); a failure is logged:
+        the claims end with their connection anyway."""
+        unclaim = self.unclaim
+        if unclaim is None:
+            return
+        groups: dict[int, tuple[Any, list[str]]] = {}
+        for t in tids:
+            token = self._claimed.pop(t, None)
+            if token is not None:
+                groups.setdefault(id(token), (token, []))[1].append(t)
+        held = {id(token) for token in self._claimed.values()}
+        for key, (token, threads) in groups.items():
             try:
-                self.er.db.run(self.unclaim, got, token)
-            except Exception as exc:  # they end with the connection anyway
-                log.warning("claims on %d thread(s) not released: %s", len(got), exc)
+                self.er.db.run(unclaim, threads, token, key not in held)
+            except Exception as exc:
+                log.warning("claims on %d thread(s) not released: %s", len(threads), exc)
 
     # -- one batch ----------------------------------------------------------------------
 

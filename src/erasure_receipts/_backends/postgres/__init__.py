@@ -310,9 +310,11 @@ class PostgresJournal:
         """:func:`~.journal.claim_threads` (PostgreSQL only: batched sweeps' workers)."""
         return journal.claim_threads(session, threads)
 
-    def release_claims(self, session: Session, threads: Sequence[str], token: Any) -> None:
+    def release_claims(
+        self, session: Session, threads: Sequence[str], token: Any, last: bool = True
+    ) -> None:
         """:func:`~.journal.release_claims`."""
-        journal.release_claims(session, threads, token)
+        journal.release_claims(session, threads, token, last)
 
 
 if not TYPE_CHECKING:  # typed callers see only the names above

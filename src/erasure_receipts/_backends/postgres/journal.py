@@ -294,10 +294,17 @@ def claim_threads(session: Session, threads: Sequence[str]) -> tuple[list[str], 
     return [str(r[0]) for r in rows], own
 
 
-def release_claims(session: Session, threads: Sequence[str], token: Any) -> None:
-    """End the claims :func:`claim_threads` took (on a pool: close their connection)."""
+def release_claims(session: Session, threads: Sequence[str], token: Any, last: bool = True) -> None:
+    """End the claims on ``threads`` that one :func:`claim_threads` took; ``last``: its
+    claims still held are all among them (on a pool their connection is then closed)."""
     if isinstance(token, psycopg.Connection):
-        token.close()
+        if last or token.closed:
+            token.close()
+        elif threads:
+            token.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext(t)) FROM unnest(%s::text[]) AS t",
+                (CLAIM_CLASS, list(threads)),
+            )
         return
     holder: Session = session
     if isinstance(token, SyncSession | AsyncBridgeSession):

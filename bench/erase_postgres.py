@@ -15,7 +15,10 @@ baseline measured in the same run, interleaved:
 ``scale``  The same erasure in a database holding >= 100,000 checkpoints over >= 1,000
            other threads vs a near-empty database. Target <= 1.2 (index use).
 ``put``    ``put`` + ``put_writes`` throughput with the tombstone triggers installed vs
-           plain ``PostgresSaver`` in a database without them. Target >= 0.95.
+           plain ``PostgresSaver`` in a database without them. Target >= 0.95. Two
+           more arms attribute the cost: the attesting saver in a database whose
+           triggers are disabled (the saver's own Python), and plain ``PostgresSaver``
+           in the database with the triggers (the triggers alone).
 ``race``   8 processes writing other threads + 1 writing the target (plain
            ``PostgresSaver`` on odd repetitions) while the target is erased, >= 20
            repetitions: lost rows elsewhere, surviving target rows and receipt count
@@ -228,18 +231,33 @@ def part_scale(
 
 
 def part_put(dsn: str, n: int, rounds: int) -> dict[str, Any]:
-    rates: dict[str, list[float]] = {"attesting": [], "plain": []}
-    with database(dsn, "bench_put_a") as da, database(dsn, "bench_put_p") as dp:
-        with AttestingPostgresSaver.from_conn_string(da, signer=SIGNER) as s:
-            s.setup()
+    arms = ("attesting", "plain", "attesting, triggers disabled", "plain, triggers installed")
+    rates: dict[str, list[float]] = {a: [] for a in arms}
+    with (
+        database(dsn, "bench_put_a") as da,
+        database(dsn, "bench_put_p") as dp,
+        database(dsn, "bench_put_n") as dn,
+    ):
+        for db in (da, dn):
+            with AttestingPostgresSaver.from_conn_string(db, signer=SIGNER) as s:
+                s.setup()
+        with psycopg.connect(dn, autocommit=True) as c:
+            for table in TABLES:
+                c.execute(
+                    sql.SQL("ALTER TABLE {} DISABLE TRIGGER erasure_tombstone").format(
+                        sql.Identifier(table)
+                    )
+                )
         with PostgresSaver.from_conn_string(dp) as s:
             s.setup()
+        where = dict(zip(arms, (da, dp, dn, da), strict=True))
         for r in range(rounds):
-            order = [("attesting", da), ("plain", dp)]
-            for name, db in order if r % 2 == 0 else reversed(order):
+            order = list(arms[r % len(arms) :] + arms[: r % len(arms)])
+            for name in order:
+                db = where[name]
                 cm: Any = (
                     AttestingPostgresSaver.from_conn_string(db, signer=SIGNER)
-                    if name == "attesting"
+                    if name.startswith("attesting")
                     else PostgresSaver.from_conn_string(db)
                 )
                 with cm as saver:
@@ -247,12 +265,65 @@ def part_put(dsn: str, n: int, rounds: int) -> dict[str, Any]:
                     for i in range(n):
                         write_one(saver, f"{name}-{r}", i, 2_000)
                     rates[name].append(n / (time.perf_counter() - t0))
-    ratio = statistics.median(rates["attesting"]) / statistics.median(rates["plain"])
+        server_side = trigger_server_side(dn, 2_000 if n < 1000 else 20_000, 3)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    ratio = med["attesting"] / med["plain"]
     return {
         "puts_per_round": n,
         "attesting_per_s": summary(rates["attesting"]),
         "plain_per_s": summary(rates["plain"]),
+        "rates_per_s": {k: summary(v) for k, v in rates.items()},
+        "attribution": {
+            "saver's Python (attesting, triggers disabled / plain)": round(
+                med["attesting, triggers disabled"] / med["plain"], 4
+            ),
+            "triggers (plain with them / plain)": round(
+                med["plain, triggers installed"] / med["plain"], 4
+            ),
+            "extra microseconds per superstep (4 rows), triggers": round(
+                1e6 / med["plain, triggers installed"] - 1e6 / med["plain"], 1
+            ),
+        },
+        "trigger_server_side_us_per_row": server_side,
         "verdict": verdict(ratio, 0.95, ">="),
+    }
+
+
+def trigger_server_side(db: str, n: int, reps: int) -> dict[str, float]:
+    """Microseconds a one-row transaction spends in the server (a procedure inserting a
+    row and committing, ``n`` times, no round trips) with the library's trigger function,
+    with an empty PL/pgSQL trigger, and with none: the medians of ``reps``, the last two
+    as differences from none."""
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("CREATE TABLE bench_trigger (thread_id text, checkpoint_ns text, "
+                  "checkpoint_id text, v text)")  # fmt: skip
+        c.execute("CREATE FUNCTION bench_empty() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$ BEGIN RETURN NEW; END $$")  # fmt: skip
+        c.execute(
+            "CREATE PROCEDURE bench_insert(n int) LANGUAGE plpgsql AS $$ BEGIN "
+            "FOR i IN 1..n LOOP INSERT INTO bench_trigger VALUES ('t' || (i % 50), '', "
+            "i::text, 'x'); COMMIT; END LOOP; END $$"
+        )
+        functions = {"none": None, "empty PL/pgSQL trigger": "bench_empty()",
+                     "the library's trigger": "erasure_receipts_refuse_erased()"}  # fmt: skip
+        times: dict[str, list[float]] = {k: [] for k in functions}
+        for _ in range(reps):
+            for name, function in functions.items():
+                c.execute("DROP TRIGGER IF EXISTS bench ON bench_trigger")
+                if function is not None:
+                    c.execute(
+                        "CREATE TRIGGER bench BEFORE INSERT ON bench_trigger FOR EACH ROW "
+                        f"EXECUTE FUNCTION {function}"  # type: ignore[arg-type]
+                    )
+                c.execute("TRUNCATE bench_trigger")
+                t0 = time.perf_counter()
+                c.execute("CALL bench_insert(%s)", (n,))
+                times[name].append((time.perf_counter() - t0) / n * 1e6)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "one-row transaction, no trigger": round(med["none"], 2),
+        "+ empty PL/pgSQL trigger": round(med["empty PL/pgSQL trigger"] - med["none"], 2),
+        "+ the library's trigger": round(med["the library's trigger"] - med["none"], 2),
     }
 
 

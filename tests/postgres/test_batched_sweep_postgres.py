@@ -15,6 +15,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -241,8 +242,8 @@ def test_a_page_is_claimed_at_once_and_no_claim_outlives_its_use(
 ) -> None:
     """A sweeper claims the selected threads a chunk of two batches at a time, in one
     round trip, before it looks at them (another sweeper passes over the chunk at once
-    instead of colliding with it batch after batch), and every claim ends as soon as it
-    is of no use: after its batch, for a thread the per-thread checks skip (here a
+    instead of colliding with it batch after batch), and every claim ends: after its
+    batch, at the end of its chunk for a thread the per-thread checks skip (here a
     retained one), and for the rest of a chunk once ``limit=`` is reached - while the
     sweeper's connection stays open."""
     from erasure_receipts._backends.postgres import journal
@@ -251,9 +252,9 @@ def test_a_page_is_claimed_at_once_and_no_claim_outlives_its_use(
     claimed: list[int] = []
     real = journal.claim_threads
 
-    def spy(session: object, threads: list[str]) -> object:
+    def spy(session: Any, threads: list[str], holder: Any = None) -> Any:
         claimed.append(len(threads))
-        return real(session, threads)  # type: ignore[arg-type]
+        return real(session, threads, holder)
 
     monkeypatch.setattr(journal, "claim_threads", spy)
     until = datetime.now(UTC) + timedelta(days=30)
@@ -270,3 +271,120 @@ def test_a_page_is_claimed_at_once_and_no_claim_outlives_its_use(
     # then the 80 left (79 and t0000); each thread claimed once per sweep
     assert claimed == [24] * 5 + [24, 24, 24, 8]
     assert threads_with_rows(pg_db) == {f"t{i:04d}" for i in range(THREADS)} - IDLE | {"t0000"}
+
+
+def _pooled(pg_db: str, max_size: int = 4) -> object:
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(pg_db, kwargs={"autocommit": True, "prepare_threshold": 0},
+                          min_size=1, max_size=max_size)  # fmt: skip
+
+
+def test_on_a_pool_one_claim_connection_serves_the_whole_sweep(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a pool the claims are held on a connection of their own: one for the whole
+    sweep, closed at its end - also when the per-thread checks skip most threads (the
+    queue then fills across many chunks) and when a chunk claims nothing (another
+    sweeper holds it). Not one per chunk, which a sweep could multiply until the
+    server refuses connections."""
+    import warnings
+
+    from erasure_receipts._backends.postgres import journal
+    from erasure_receipts._ops import history
+
+    build(pg_db, monkeypatch)
+    monkeypatch.setattr(history, "MAX_PASSES", 2)
+    tokens: list[Any] = []
+    real = journal.claim_threads
+
+    def spy(session: Any, threads: list[str], holder: Any = None) -> Any:
+        got, token = real(session, threads, holder)
+        tokens.append(token)
+        return got, token
+
+    monkeypatch.setattr(journal, "claim_threads", spy)
+    idle = sorted(IDLE)
+    held = idle[:24]  # the sweeper's first chunk (batch=12): "another sweeper" holds it
+    keep = set(idle[24::24])  # then one erasable thread per chunk of 24
+    until = datetime.now(UTC) + timedelta(days=30)
+    with connect(pg_db) as other, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        other.execute(
+            "SELECT pg_advisory_lock(%s, hashtext(t)) FROM unnest(%s::text[]) AS t",
+            (journal.CLAIM_CLASS, held),
+        )
+        with _pooled(pg_db, max_size=2) as pool:  # type: ignore[attr-defined]
+            saver = AttestingPostgresSaver(pool, signer=signer, archive=tmp_path / "r")
+            for t in idle[24:]:
+                if t not in keep:
+                    saver.defer(t, basis="GDPR Art. 17(3)(e): legal claims", until=until)
+            result = saver.erase_idle_threads(timedelta(days=30), batch=12)
+    assert result.threads == len(keep) and result.skipped["claimed"] == len(held)
+    assert len(tokens) > 2 and len({id(t) for t in tokens}) == 1  # one connection
+    assert tokens[0].closed
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
+    assert claims_held(pg_db) == 0
+
+
+def test_claims_interrupted_while_being_released_end_with_the_sweep(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt while a batch's claims are released (here: after the first
+    of the two chunks its threads came from) leaves no claim behind on the saver's
+    still-open connection: what was not released yet is released when the sweep ends."""
+    from erasure_receipts._backends.postgres import journal
+
+    build(pg_db, monkeypatch)
+    real = journal.release_claims
+    sizes: list[int] = []
+
+    def interrupted(session: Any, threads: Any, token: Any, last: bool = True) -> None:
+        real(session, threads, token, last)
+        sizes.append(len(threads))
+        if len(threads) == 11 and sizes.count(11) == 1:  # the flush spanning two chunks
+            raise KeyboardInterrupt  # (11 + 1), once
+
+    monkeypatch.setattr(journal, "release_claims", interrupted)
+    until = datetime.now(UTC) + timedelta(days=30)
+    with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer,
+                                                 archive=tmp_path / "r") as saver:  # fmt: skip
+        saver.defer("t0000", basis="GDPR Art. 17(3)(e): legal claims", until=until)
+        with pytest.raises(KeyboardInterrupt):
+            saver.erase_idle_threads(timedelta(days=30), batch=12)
+        assert 11 in sizes
+        assert claims_held(pg_db) == 0
+
+
+def test_a_later_pass_looks_only_at_the_threads_passed_over(
+    pg_db: str, signer: Signer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another sweeper holds one idle thread through the first pass; the second pass
+    erases it and looks at nothing else, so the retained threads the first pass skipped
+    are counted once, not once per pass."""
+    from erasure_receipts._backends.postgres import journal
+    from erasure_receipts._ops.sweep_batch import Batcher
+
+    build(pg_db, monkeypatch)
+    with connect(pg_db) as other:
+        other.execute("SELECT pg_advisory_lock(%s, hashtext('t0004'))", (journal.CLAIM_CLASS,))
+        real = Batcher.start_pass
+
+        def start_pass(self: Batcher) -> None:  # the other sweeper lets it go
+            other.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext('t0004'))", (journal.CLAIM_CLASS,)
+            )
+            real(self)
+            assert self.revisit == {"t0004"}
+
+        monkeypatch.setattr(Batcher, "start_pass", start_pass)
+        until = datetime.now(UTC) + timedelta(days=30)
+        with AttestingPostgresSaver.from_conn_string(pg_db, signer=signer,
+                                                     archive=tmp_path / "r") as saver:  # fmt: skip
+            for t in ("t0000", "t0002"):
+                saver.defer(t, basis="GDPR Art. 17(3)(e): legal claims", until=until)
+            result = saver.erase_idle_threads(timedelta(days=30), batch=12)
+    assert result.skipped == {"deferred": 2}
+    assert result.threads == len(IDLE) - 2
+    assert threads_with_rows(pg_db) == {f"t{i:04d}" for i in range(THREADS)} - IDLE | {
+        "t0000", "t0002"}  # fmt: skip

@@ -367,7 +367,7 @@ def _next_pass(batcher: Batcher) -> bool:
         for _ in range(batcher.passed_over):
             batcher.result._skip("claimed")
         return False
-    batcher.passed_over = 0
+    batcher.start_pass()
     time.sleep(0.05)
     return True
 

@@ -25,17 +25,18 @@ overlap. A pending batch is counted in ``len()`` (so ``limit`` holds) and issued
 :meth:`Batcher.close` at the end; a sweep failing meanwhile releases its lease instead,
 leaving its journal entry to ``recover_receipts`` like a crash after the commit.
 
-Workers. On PostgreSQL a sweeper *claims* each page of selected threads as it reads
-it, in one round trip, with session-level advisory locks (``pg_try_advisory_lock``,
-class ``CLAIM_CLASS``): the threads another sweeper holds are passed over, so several
-processes (or machines) running the same sweep split the idle threads between them a
-page at a time, instead of reading the same threads in step and colliding batch after
-batch. A claim ends with its thread's batch, as soon as the per-thread checks skip its
-thread, when the sweep stops (``limit=``, an error), or with the holder's connection if
-it dies. A pass that passed over claimed threads is followed by another, until none is
-left claimed: every idle thread is erased by exactly one of the sweepers, and the
-in-transaction check makes sure none is erased (or listed in a receipt) twice even if
-two sweepers were to pick the same thread.
+Workers. On PostgreSQL a sweeper *claims* the threads it selects a chunk of two batches
+at a time, in one round trip, before it looks at them, with session-level advisory
+locks (``pg_try_advisory_lock``, class ``CLAIM_CLASS``; on a pool, on one connection of
+their own for the whole sweep): the threads another sweeper holds are passed over, so
+several processes (or machines) running the same sweep take turns along the selected
+threads instead of reading the same ones in step and colliding batch after batch. A
+claim ends with its thread's batch; at the end of its chunk, for a thread the per-thread
+checks skipped; when the sweep stops (``limit=``, an error); or with the holder's
+connection if it dies. A pass that passed over claimed threads is followed by another,
+which looks only at those threads, until none is left claimed: every idle thread is
+erased by exactly one of the sweepers, and the in-transaction check makes sure none is
+erased (or listed in a receipt) twice even if two sweepers were to pick the same thread.
 """
 
 from __future__ import annotations
@@ -142,6 +143,14 @@ class Batcher:
         self.unclaim = getattr(er.journal, "release_claims", None)
         self._claimed: dict[str, Any] = {}
         """Threads this sweeper holds a claim on, each with its claim's token."""
+        self._holder: Any = None
+        """The last claim's token: on a pool, the connection the claims are held on,
+        reused for the next ones and closed by :meth:`close`."""
+        self._passed: set[str] = set()
+        """Threads passed over in this pass (another sweeper held them)."""
+        self.revisit: set[str] | None = None
+        """In a later pass, the threads passed over in the one before: the only ones it
+        looks at (the others were erased or skipped, and counted, already)."""
         self.pending: tuple[Committed, dict[str, str]] | None = None
         """The last batch: committed, its read-back running beside the next batch."""
         self._readback: tuple[Executor, Reader] | None = None
@@ -179,6 +188,12 @@ class Batcher:
         finally:
             try:
                 self.release(list(self._claimed))
+                holder, self._holder = self._holder, None
+                if holder is not None and self.unclaim is not None:
+                    try:  # a pool's claim connection closed (nothing left on it)
+                        self.er.db.run(self.unclaim, [], holder, True)
+                    except Exception as exc:
+                        log.warning("the sweep's claim connection not closed: %s", exc)
             finally:
                 self._stack.close()
 
@@ -256,21 +271,30 @@ class Batcher:
         if self.claims is None or self.unclaim is None:
             yield page
             return
+        if self.revisit is not None:
+            page = [row for row in page if row[0] in self.revisit]
         start = 0
         try:
             while start < len(page):
                 chunk = page[start : start + 2 * self.size]
                 start += len(chunk)
                 tids = [row[0] for row in chunk]
-                got, token = self.er.db.run(self.claims, tids)
+                got, self._holder = self.er.db.run(self.claims, tids, self._holder)
                 for t in got:
-                    self._claimed[t] = token
-                self.passed_over += len(tids) - len(got)
+                    self._claimed[t] = self._holder
                 held = set(got)
+                passed = [t for t in tids if t not in held]
+                self.passed_over += len(passed)
+                self._passed.update(passed)
                 yield [row for row in chunk if row[0] in held]
                 self._release_unqueued()
         finally:
             self._release_unqueued()
+
+    def start_pass(self) -> None:
+        """Another pass: it looks only at the threads this one passed over."""
+        self.revisit, self._passed = self._passed, set()
+        self.passed_over = 0
 
     def _release_unqueued(self) -> None:
         queued = {t for t, _ in self.queue}
@@ -284,15 +308,18 @@ class Batcher:
             return
         groups: dict[int, tuple[Any, list[str]]] = {}
         for t in tids:
-            token = self._claimed.pop(t, None)
+            token = self._claimed.get(t)
             if token is not None:
                 groups.setdefault(id(token), (token, []))[1].append(t)
-        held = {id(token) for token in self._claimed.values()}
-        for key, (token, threads) in groups.items():
+        for token, threads in groups.values():
             try:
-                self.er.db.run(unclaim, threads, token, key not in held)
+                self.er.db.run(unclaim, threads, token, False)
             except Exception as exc:
                 log.warning("claims on %d thread(s) not released: %s", len(threads), exc)
+            # Forgotten once released (or failed, logged): one interrupted before leaves
+            # the rest to close().
+            for t in threads:
+                self._claimed.pop(t, None)
 
     # -- one batch ----------------------------------------------------------------------
 

@@ -306,9 +306,11 @@ class PostgresJournal:
         """:func:`has_store_table` (PostgreSQL only: which tables a subject erasure locks)."""
         return has_store_table(session)
 
-    def claim_threads(self, session: Session, threads: Sequence[str]) -> tuple[list[str], Any]:
+    def claim_threads(
+        self, session: Session, threads: Sequence[str], holder: Any = None
+    ) -> tuple[list[str], Any]:
         """:func:`~.journal.claim_threads` (PostgreSQL only: batched sweeps' workers)."""
-        return journal.claim_threads(session, threads)
+        return journal.claim_threads(session, threads, holder)
 
     def release_claims(
         self, session: Session, threads: Sequence[str], token: Any, last: bool = True

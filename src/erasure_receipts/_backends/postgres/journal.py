@@ -274,29 +274,36 @@ CLAIM_CLASS = ADVISORY_CLASS + 2
 (``erasure_receipts._ops.sweep_batch``): sweepers pass over threads claimed by another."""
 
 
-def claim_threads(session: Session, threads: Sequence[str]) -> tuple[list[str], Any]:
+def claim_threads(
+    session: Session, threads: Sequence[str], holder: Any = None
+) -> tuple[list[str], Any]:
     """Claim the threads no other session has claimed: session-level advisory locks
     (``pg_try_advisory_lock``, never waiting), held until :func:`release_claims` or the
     end of the holder's connection. Returns the claimed threads and the token for
-    :func:`release_claims`. On a pool, held on a connection of its own (as a lease)."""
+    :func:`release_claims`. On a pool, held on a connection of its own (as a lease):
+    ``holder``, a token an earlier call returned, if it is still open, so one sweep
+    holds its claims on one connection."""
     sql = "SELECT t FROM unnest(%s::text[]) AS t WHERE pg_try_advisory_lock(%s, hashtext(t))"
     params = (list(threads), CLAIM_CLASS)
     pool = getattr(session, "pool", None)
     if pool is None:
         return [str(r[0]) for r in session.query(sql, params)], session
-    conninfo, kwargs = (_resolved(session, v) for v in (pool.conninfo, pool.kwargs))
-    own = psycopg.Connection.connect(conninfo or "", **_lease_kwargs(kwargs))
+    if isinstance(holder, psycopg.Connection) and not holder.closed:
+        own = holder
+    else:
+        conninfo, kwargs = (_resolved(session, v) for v in (pool.conninfo, pool.kwargs))
+        own = psycopg.Connection.connect(conninfo or "", **_lease_kwargs(kwargs))
     try:
         rows = own.execute(sql, params).fetchall()
     except BaseException:
-        own.close()
+        own.close()  # its claims end with it (a batch's transaction still checks each thread)
         raise
     return [str(r[0]) for r in rows], own
 
 
 def release_claims(session: Session, threads: Sequence[str], token: Any, last: bool = True) -> None:
-    """End the claims on ``threads`` that one :func:`claim_threads` took; ``last``: its
-    claims still held are all among them (on a pool their connection is then closed)."""
+    """End the claims on ``threads`` held with ``token`` (from :func:`claim_threads`);
+    ``last``: nothing more is claimed with it (on a pool its connection is closed)."""
     if isinstance(token, psycopg.Connection):
         if last or token.closed:
             token.close()

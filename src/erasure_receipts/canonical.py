@@ -296,7 +296,7 @@ def parse_strict(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
 
         if isinstance(exc, JSONDecodeError):
             raise MalformedReceiptError(
-                f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", reason="not_json"
+                f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", reason="not_json"
             ) from None
         raise MalformedReceiptError(f"not acceptable JSON: {exc}", reason="not_json") from None
 

@@ -190,7 +190,8 @@ def test_open_claims_is_what_receipt_open_prints(tmp_path: Path) -> None:
     res = cli("open", path, "--no-verify", "--store-ns", "users//x")
     assert res.exit_code == 2
     assert res.stderr == (
-        "receipt: error: bad store namespace 'users//x': use slash-separated non-empty parts\n"
+        "receipt: error: bad store namespace 'users//x': use slash-separated non-empty parts "
+        "(see `receipt open --help`)\n"
     )
 
 

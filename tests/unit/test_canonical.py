@@ -315,7 +315,7 @@ for line in sys.stdin.buffer.read().split(b"\\n--\\n"):
         text = line.decode("utf-8")
         print(repr(json.loads(text)))
     except json.JSONDecodeError as e:
-        print(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+        print(f"not JSON: {e.msg} (line {e.lineno}, column {e.colno})")
 """
 
 _OURS = """

@@ -83,6 +83,7 @@ class _Group(TyperGroup):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         _run.json = _run.verbose = False  # a new invocation (tests run many per process)
         _run.outputs = []
+        _run.command = "receipt"
         try:
             return super().main(*args, **kwargs)
         finally:  # whatever ended the command: outputs it reserved but never wrote go
@@ -116,7 +117,10 @@ class _Group(TyperGroup):
         head = args[: args.index("--")] if "--" in args else args
         _run.json = _run.json or "--json" in head
         _run.verbose = _run.verbose or "--verbose" in head or "-v" in head
-        return super().resolve_command(ctx, args)
+        name, command, rest = super().resolve_command(ctx, args)
+        if name:
+            _run.command = f"{ctx.command_path} {name}"
+        return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
         try:

@@ -42,6 +42,8 @@ class _Run:
         self.json = False
         self.verbose = False
         self.outputs: list[_Output] = []  # files reserved by _check_out, see _Group.main
+        self.command = "receipt"
+        """The command line's command (``receipt erase``): a usage error names its help."""
 
 
 class _Output:
@@ -121,7 +123,10 @@ def _emit_json(doc: dict[str, Any]) -> None:
 
 
 def _die(message: str, code: int, *, reason: str | None = None, **extra: Any) -> NoReturn:
-    """One ``receipt: error:`` line on stderr (and, with --json, the failure document)."""
+    """One ``receipt: error:`` line on stderr (and, with --json, the failure document);
+    a usage error names the command's ``--help``."""
+    if code == EXIT_USAGE and "--help" not in message:
+        message += f" (see `{_run.command} --help`)"
     typer.echo(f"receipt: error: {message}", err=True)
     if _run.json:
         doc = {"ok": False, "exit_code": code, "error": message}

@@ -422,7 +422,10 @@ def _verify_all(
 
 
 def _fail_early(message: str, code: int, as_json: bool) -> int:
-    """Usage and key errors: one line on stderr, and still one JSON document with --json."""
+    """Usage and key errors: one line on stderr (a usage error names ``--help``), and
+    still one JSON document with --json."""
+    if code == EXIT_USAGE and "--help" not in message:
+        message += " (see `receipt verify --help`)"
     print(f"receipt verify: error: {message}", file=sys.stderr)
     if as_json:
         doc = {"ok": False, "exit_code": code, "error": message, "counts": None, "results": []}

@@ -65,7 +65,11 @@ def test_erase_errors(app_db: Path, tmp_path: Path, signer: Signer, pub_pem: Pat
     key.chmod(0o600)  # a group/world-readable key is refused
     assert run("erase", str(tmp_path / "missing.db"), "--thread", "x", "--key", str(key)
                ).returncode == 3  # fmt: skip
-    assert run("erase", str(app_db), "--thread", "x", "--key", str(pub_pem)).returncode == 2
+    for mode in (0o644, 0o600):  # the public key, as keygen writes it or locked down
+        pub_pem.chmod(mode)
+        res = run("erase", str(app_db), "--thread", "alice", "--key", str(pub_pem))
+        assert res.returncode == 2 and "is a public key: --key takes the private" in res.stderr
+        assert "chmod" not in res.stderr and res.stderr.count("\n") == 1
     assert run("erase", str(app_db), "--thread", "x", "--key", str(key),
                "--store-ns", "a//b").returncode == 2  # fmt: skip
     notdb = tmp_path / "not.db"

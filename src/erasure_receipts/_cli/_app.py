@@ -241,14 +241,6 @@ def _read_private_key(path: Path, allow_insecure: bool) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             _die(f"cannot read {shown}: not a regular file", EXIT_IO)
-        if os.name == "posix" and st.st_mode & 0o077 and not allow_insecure:
-            _die(
-                f"private key {shown} is accessible by others (mode "
-                f"{stat.S_IMODE(st.st_mode):04o}); run `chmod 600 {shown}`, or pass "
-                "--allow-insecure-key",
-                EXIT_USAGE,
-                reason="insecure_key",
-            )
         with os.fdopen(fd, "rb") as fh:
             fd = -1
             data = fh.read(_MAX_KEY_BYTES + 1)
@@ -257,6 +249,17 @@ def _read_private_key(path: Path, allow_insecure: bool) -> bytes:
     finally:
         if fd >= 0:
             os.close(fd)
+    if data.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):  # before its mode: 0644 is fine
+        _die(f"{shown} is a public key: --key takes the private signing key (`receipt "
+             "keygen` writes it next to the .pub.pem)", EXIT_USAGE, reason="bad_key")  # fmt: skip
+    if os.name == "posix" and st.st_mode & 0o077 and not allow_insecure:
+        _die(
+            f"private key {shown} is accessible by others (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}); run `chmod 600 {shown}`, or pass "
+            "--allow-insecure-key",
+            EXIT_USAGE,
+            reason="insecure_key",
+        )
     if len(data) > _MAX_KEY_BYTES:
         _die(f"{shown}: not a PEM private key (over {_MAX_KEY_BYTES} bytes)", EXIT_USAGE,
              reason="bad_key")  # fmt: skip

@@ -2,6 +2,11 @@
 
     python examples/erase_thread.py [WORKDIR]
 
+With WORKDIR the database (``app.db``, bob's thread still in it), the receipt archive
+(``receipts/``) and the key pair (``receipt-signing.key``, mode 0600, and
+``receipt-signing.pub.pem``: the names ``receipt keygen`` uses) stay there, for the
+``receipt`` CLI; without it they go to a temporary directory that is removed.
+
 The graph keeps a chat history with ``add_messages``, remembers a fact about the user in
 the store (``get_store()``), and compacts old messages with ``RemoveMessage`` - so, as in
 production, the sensitive first message survives in earlier checkpoints and in the
@@ -69,7 +74,9 @@ def count_marker(db: Path) -> dict[str, int]:
 def main(workdir: Path) -> int:
     db, archive = workdir / "app.db", workdir / "receipts"
     signer = Signer.generate()
-    pub = workdir / "signer.pub.pem"
+    key, pub = workdir / "receipt-signing.key", workdir / "receipt-signing.pub.pem"
+    key.touch(mode=0o600, exist_ok=False)  # never overwrite a key; 0600 before it is written
+    key.write_bytes(signer.private_pem())
     pub.write_bytes(signer.public_pem())
 
     with (
@@ -118,6 +125,13 @@ if __name__ == "__main__":
     if len(sys.argv) > 1:
         target = Path(sys.argv[1])
         target.mkdir(parents=True, exist_ok=True)
-        sys.exit(main(target))
+        if any((target / name).exists() for name in ("app.db", "receipt-signing.key")):
+            sys.exit(f"erase_thread.py: {target} holds an earlier run: give a new directory")
+        code = main(target)
+        print(f"\nkept in {target}/: app.db, receipts/, receipt-signing.key and .pub.pem")
+        sys.exit(code)
     with tempfile.TemporaryDirectory() as tmp:
-        sys.exit(main(Path(tmp)))
+        code = main(Path(tmp))
+    print("\n(the files were temporary: give a directory, e.g. "
+          "`python examples/erase_thread.py demo`, to keep them)")  # fmt: skip
+    sys.exit(code)

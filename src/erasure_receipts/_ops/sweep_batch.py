@@ -248,7 +248,7 @@ class Batcher:
             self.flush()
 
     def flush(self) -> None:
-        """Erase the queued threads (claimed with their page, on PostgreSQL); their
+        """Erase the queued threads (claimed with their chunk, on PostgreSQL); their
         claims end with the batch."""
         queue, self.queue = self.queue, []
         if not queue:

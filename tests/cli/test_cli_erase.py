@@ -68,7 +68,7 @@ def test_erase_errors(app_db: Path, tmp_path: Path, signer: Signer, pub_pem: Pat
     for mode in (0o644, 0o600):  # the public key, as keygen writes it or locked down
         pub_pem.chmod(mode)
         res = run("erase", str(app_db), "--thread", "alice", "--key", str(pub_pem))
-        assert res.returncode == 2 and "is a public key: --key takes the private" in res.stderr
+        assert res.returncode == 2 and "is a public key, not a private key" in res.stderr
         assert "chmod" not in res.stderr and res.stderr.count("\n") == 1
     assert run("erase", str(app_db), "--thread", "x", "--key", str(key),
                "--store-ns", "a//b").returncode == 2  # fmt: skip

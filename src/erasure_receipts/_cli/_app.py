@@ -250,8 +250,9 @@ def _read_private_key(path: Path, allow_insecure: bool) -> bytes:
         if fd >= 0:
             os.close(fd)
     if data.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):  # before its mode: 0644 is fine
-        _die(f"{shown} is a public key: --key takes the private signing key (`receipt "
-             "keygen` writes it next to the .pub.pem)", EXIT_USAGE, reason="bad_key")  # fmt: skip
+        _die(f"{shown} is a public key, not a private key: --key takes the signing key "
+             "(`receipt keygen` writes it next to the .pub.pem)", EXIT_USAGE,
+             reason="bad_key")  # fmt: skip
     if os.name == "posix" and st.st_mode & 0o077 and not allow_insecure:
         _die(
             f"private key {shown} is accessible by others (mode "

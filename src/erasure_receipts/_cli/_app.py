@@ -157,10 +157,7 @@ def _usage_error(exc: typer.TyperException) -> NoReturn:
         code == EXIT_USAGE and (opening or _PATH_CHECK.search(message))
     ):
         _die(message, EXIT_IO, reason="unreadable")
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None and code == EXIT_USAGE:
-        message += f" (see `{ctx.command_path} --help`)"
-    _die(message, code, reason="usage" if code == EXIT_USAGE else None)
+    _die(message, code, reason="usage" if code == EXIT_USAGE else None)  # names the --help
 
 
 def _internal_error(exc: BaseException) -> NoReturn:
